@@ -1,0 +1,218 @@
+"""Graph analyses: topological order, levels, longest paths, critical path.
+
+Module-level functions, the graph first, in the networkx habit. Results that
+depend only on the graph's structure (levels, a topological order) are cached
+on the immutable graph.
+
+Tiny example::
+
+    a(1) --> b(2) --> d(1)
+       \\             /
+        `-> c(5) ---'
+
+>>> from pardnn.ir import GraphBuilder
+>>> b = GraphBuilder("diamond")
+>>> for n, t in [("a", 1), ("b", 2), ("c", 5), ("d", 1)]:
+...     _ = b.add_node(n, time_us=t)
+>>> for s, d in [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")]:
+...     b.add_edge(s, d)
+>>> g = b.build()
+>>> topological_levels(g).tolist()
+[0, 1, 1, 2]
+>>> length, path = critical_path(g)
+>>> length, [g.names[v] for v in path]
+(7.0, ['a', 'c', 'd'])
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .errors import GraphError
+from .ir import OpGraph
+
+_CACHE = "_analysis_cache"
+
+
+def _cache(g: OpGraph) -> dict:
+    c = g.__dict__.get(_CACHE)
+    if c is None:
+        c = {}
+        object.__setattr__(g, _CACHE, c)
+    return c
+
+
+def _find_cycle_node(g: OpGraph, remaining: np.ndarray) -> int:
+    """A node that lies on a cycle, given the nodes Kahn's algorithm could not order.
+
+    Walking backwards along in-edges that stay inside ``remaining`` must
+    revisit a node, and the first revisited node is on a cycle.
+    """
+    inside = np.zeros(g.num_nodes, dtype=bool)
+    inside[remaining] = True
+    ptr, eids = g.in_csr
+    v = int(remaining[0])
+    seen: dict[int, int] = {}
+    step = 0
+    while v not in seen:
+        seen[v] = step
+        step += 1
+        for e in eids[ptr[v]:ptr[v + 1]]:
+            u = int(g.edge_src[e])
+            if inside[u]:
+                v = u
+                break
+        else:  # cannot happen: every remaining node keeps an unresolved in-edge
+            break
+    return v
+
+
+def topological_levels(g: OpGraph) -> np.ndarray:
+    """Level of each node: the length in edges of the longest path from a source.
+
+    Raises `GraphError` naming a node on a cycle when ``g`` is not a DAG.
+    """
+    c = _cache(g)
+    if "levels" in c:
+        return c["levels"]
+    V = g.num_nodes
+    ptr, eids = g.out_csr
+    succ = g.edge_dst[eids].tolist()
+    ptr_l = ptr.tolist()
+    indeg = np.bincount(g.edge_dst, minlength=V).tolist()
+    level = [0] * V
+    queue = deque(v for v in range(V) if indeg[v] == 0)
+    order: list[int] = []
+    append = order.append
+    while queue:
+        v = queue.popleft()
+        append(v)
+        lv = level[v] + 1
+        for u in succ[ptr_l[v]:ptr_l[v + 1]]:
+            if level[u] < lv:
+                level[u] = lv
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                queue.append(u)
+    if len(order) != V:
+        done = np.zeros(V, dtype=bool)
+        done[order] = True
+        v = _find_cycle_node(g, np.flatnonzero(~done))
+        raise GraphError(f"graph {g.name!r} has a cycle through node {g.names[v]!r}")
+    lv_arr = np.asarray(level, dtype=np.int64)
+    c["levels"] = lv_arr
+    return lv_arr
+
+
+def topological_order(g: OpGraph) -> np.ndarray:
+    """Node ids in the topological order closest to file order.
+
+    Kahn's algorithm always taking the lowest-id ready node: the identity when
+    the file is already in topological order (as frontends write it), and
+    otherwise the order that keeps program order wherever the edges allow.
+    """
+    c = _cache(g)
+    if "topo" in c:
+        return c["topo"]
+    if is_topologically_ordered(g):
+        order = np.arange(g.num_nodes, dtype=np.int64)
+    else:
+        import heapq
+        topological_levels(g)   # raises on a cycle
+        ptr, eids = g.out_csr
+        succ = g.edge_dst[eids].tolist()
+        ptr_l = ptr.tolist()
+        indeg = np.bincount(g.edge_dst, minlength=g.num_nodes).tolist()
+        heap = [v for v in range(g.num_nodes) if indeg[v] == 0]
+        out: list[int] = []
+        while heap:
+            v = heapq.heappop(heap)
+            out.append(v)
+            for u in succ[ptr_l[v]:ptr_l[v + 1]]:
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    heapq.heappush(heap, u)
+        order = np.asarray(out, dtype=np.int64)
+    c["topo"] = order
+    return order
+
+
+def is_topologically_ordered(g: OpGraph) -> bool:
+    """Whether every edge goes from a lower to a higher id (file order is topological)."""
+    return bool(np.all(g.edge_src < g.edge_dst)) if g.num_edges else True
+
+
+def top_levels(g: OpGraph, node_w: np.ndarray, edge_w: np.ndarray | None = None) -> np.ndarray:
+    """Earliest start of each node: the longest weighted path ending just before it.
+
+    ``tl[v] = max over edges u->v of tl[u] + node_w[u] + edge_w[e]`` (0 for sources).
+    """
+    order = topological_order(g).tolist()
+    ptr, eids = g.in_csr
+    ptr_l = ptr.tolist()
+    src = g.edge_src[eids].tolist()
+    ew = (np.zeros(g.num_edges) if edge_w is None else np.asarray(edge_w, dtype=np.float64))[eids].tolist()
+    w = np.asarray(node_w, dtype=np.float64).tolist()
+    tl = [0.0] * g.num_nodes
+    for v in order:
+        best = 0.0
+        for i in range(ptr_l[v], ptr_l[v + 1]):
+            u = src[i]
+            t = tl[u] + w[u] + ew[i]
+            if t > best:
+                best = t
+        tl[v] = best
+    return np.asarray(tl)
+
+
+def bottom_levels(g: OpGraph, node_w: np.ndarray, edge_w: np.ndarray | None = None) -> np.ndarray:
+    """Length of the longest weighted path starting at each node, its own weight included."""
+    order = topological_order(g)[::-1].tolist()
+    ptr, eids = g.out_csr
+    ptr_l = ptr.tolist()
+    dst = g.edge_dst[eids].tolist()
+    ew = (np.zeros(g.num_edges) if edge_w is None else np.asarray(edge_w, dtype=np.float64))[eids].tolist()
+    w = np.asarray(node_w, dtype=np.float64).tolist()
+    bl = [0.0] * g.num_nodes
+    for v in order:
+        best = 0.0
+        for i in range(ptr_l[v], ptr_l[v + 1]):
+            t = ew[i] + bl[dst[i]]
+            if t > best:
+                best = t
+        bl[v] = best + w[v]
+    return np.asarray(bl)
+
+
+def critical_path(g: OpGraph, node_w: np.ndarray | None = None,
+                  edge_w: np.ndarray | None = None) -> tuple[float, list[int]]:
+    """The longest path (by ``node_w``, default ``time_us``; plus ``edge_w``) and its node ids.
+
+    Ties go to the lower node id, so the answer is deterministic.
+    """
+    if g.num_nodes == 0:
+        return 0.0, []
+    w = g.time_us if node_w is None else np.asarray(node_w, dtype=np.float64)
+    ew = np.zeros(g.num_edges) if edge_w is None else np.asarray(edge_w, dtype=np.float64)
+    bl = bottom_levels(g, w, ew)
+    indeg = np.bincount(g.edge_dst, minlength=g.num_nodes)
+    sources = np.flatnonzero(indeg == 0)
+    v = int(sources[np.argmax(bl[sources])])
+    length = float(bl[v])
+    path = [v]
+    ptr, eids = g.out_csr
+    while ptr[v + 1] > ptr[v]:
+        out = eids[ptr[v]:ptr[v + 1]]
+        vals = ew[out] + bl[g.edge_dst[out]]
+        v = int(g.edge_dst[out[int(np.argmax(vals))]])  # first maximum: deterministic
+        path.append(v)
+    return length, path
+
+
+def topologically_sorted(g: OpGraph) -> OpGraph:
+    """``g`` with its nodes renumbered in `topological_order` (a no-op when already sorted)."""
+    if is_topologically_ordered(g):
+        return g
+    return g.permuted(topological_order(g))

@@ -1,0 +1,95 @@
+"""The Python API: the same functions the command line calls.
+
+>>> from pardnn.synthetic import transformer_training_graph
+>>> from pardnn.cluster import Cluster
+>>> g = transformer_training_graph(1500)
+>>> plan, sched = partition(g, Cluster.homogeneous(2), method="m-topo")
+>>> sched.feasible and plan.num_devices == 2
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .baselines import PLACERS
+from .cluster import Cluster
+from .errors import InfeasibleError, InputError
+from .ir import OpGraph
+from .machine import Schedule, simulate
+from .placement import Placement
+from .units import format_bytes
+
+DEFAULT_METHOD = "m-topo"
+
+
+def methods() -> list[str]:
+    return sorted(PLACERS)
+
+
+def evaluate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> Schedule:
+    """Simulate ``placement`` (SPEC §1) and return the schedule."""
+    return simulate(g, cluster, placement)
+
+
+def capacity_lower_bound_violation(g: OpGraph, cluster: Cluster) -> tuple[str, int] | None:
+    """A reason no placement can be feasible and the bytes short, found without placing, or None.
+
+    Persistent bytes never leave their device, so a colocation group (or a
+    single op) whose persistent bytes exceed every device's capacity, or a
+    graph whose persistent bytes exceed the cluster's total, cannot fit.
+    """
+    cap = cluster.capacity
+    unit_pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64))
+    if unit_pers.size == 0:
+        return None
+    u = int(np.argmax(unit_pers))
+    if unit_pers[u] > cap.max():
+        who = (f"colocation group {g.group_names[u]!r}" if u < len(g.group_names)
+               else f"node {g.names[int(np.flatnonzero(g.unit == u)[0])]!r}")
+        short = int(unit_pers[u] - cap.max())
+        return (f"{who} alone holds {format_bytes(unit_pers[u])} of persistent memory, more than the largest "
+                f"device ({format_bytes(cap.max())}): {short} bytes short"), short
+    total = float(unit_pers.sum())
+    if total > cap.sum():
+        short = int(total - cap.sum())
+        return (f"the graph's persistent memory ({format_bytes(total)}) exceeds the cluster's total "
+                f"({format_bytes(cap.sum())}): {short} bytes short"), short
+    return None
+
+
+def infeasible_message(g: OpGraph, cluster: Cluster, sched: Schedule, method: str) -> str:
+    mem = [v for v in sched.violations if v.kind == "memory"]
+    if mem:
+        worst = max(mem, key=lambda v: v.bytes_over)
+        d = worst.device
+        return (f"{method} found no placement within memory: device {d} ({cluster.devices[d].name}) needs "
+                f"{format_bytes(sched.peak_bytes[d])} at t={worst.time_us:.1f}us but has "
+                f"{format_bytes(cluster.capacity[d])}: {worst.bytes_over} bytes short")
+    return f"{method} produced an invalid placement: {sched.violations[0].message}"
+
+
+def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD,
+              require_feasible: bool = True) -> tuple[Placement, Schedule]:
+    """Place ``g`` on ``cluster`` and simulate the result.
+
+    Raises `InfeasibleError` (with the bytes short) when the placement breaks
+    a memory limit and ``require_feasible`` is set. Pins to devices the
+    cluster does not have are an input error.
+    """
+    if method not in PLACERS:
+        raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
+    bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)
+    if bad_pin.size:
+        v = int(bad_pin[0])
+        raise InputError(f"node {g.names[v]!r} is pinned to device {int(g.pinned[v])}, but the cluster has "
+                         f"{cluster.num_devices} devices")
+    bound = capacity_lower_bound_violation(g, cluster)
+    if bound and require_feasible:
+        raise InfeasibleError(f"no feasible placement exists: {bound[0]}", short_bytes=bound[1])
+    plan = PLACERS[method](g, cluster)
+    sched = simulate(g, cluster, plan)
+    plan = plan.with_predicted(sched.predicted())
+    if require_feasible and not sched.feasible:
+        raise InfeasibleError(infeasible_message(g, cluster, sched, method), short_bytes=sched.memory_shortfall())
+    return plan, sched

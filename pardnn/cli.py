@@ -1,0 +1,436 @@
+"""The ``pardnn`` command line: parse, call the API, print. Nothing more.
+
+Errors the tool can explain are `PardnnError`s; `_Group.invoke` maps them to
+one line on stderr and their documented exit code, in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from . import __version__
+from .cluster import Cluster, Device, load_cluster
+from .errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_RUNTIME, EXIT_USAGE,
+                     InputError, PardnnError)
+from .fileio import refuse_overwrite
+from .units import format_bytes, format_time, parse_rate, parse_size, parse_time
+
+log = logging.getLogger("pardnn")
+
+EXIT_CODES_HELP = f"""\b
+Exit codes:
+  0  success
+  {EXIT_INTERNAL}  internal error (a bug; run with --debug and report it)
+  {EXIT_USAGE}  usage error (bad flags or arguments)
+  {EXIT_INPUT}  invalid input: unreadable or malformed graph, cluster, placement or model
+  {EXIT_INFEASIBLE}  infeasible: no placement meets the memory limits (the message says by how much)
+  {EXIT_RUNTIME}  runtime failure: a device, server or framework run failed
+  {EXIT_DEPENDENCY}  an optional dependency is missing (e.g. pip install 'pardnn[tf]')
+"""
+
+
+class _Failure(click.ClickException):
+    """A `PardnnError` on its way out: one line on stderr, its own exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"pardnn: error: {self.message}", err=True)
+
+
+def _silence_stdout() -> None:
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PardnnError as exc:
+            raise _Failure(str(exc), exc.exit_code) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:  # the reader went away (`pardnn info x | head`): not an error
+            _silence_stdout()
+            raise click.exceptions.Exit(0) from None
+        except Exception as exc:  # a bug: say so in one line unless --debug
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise _Failure(f"internal error: {type(exc).__name__}: {exc} "
+                           "(run with --debug for the traceback, and please report it)", EXIT_INTERNAL) from None
+
+
+def _setup_logging(quiet: bool, verbose: int) -> None:
+    level = logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pardnn: %(message)s"))
+    root = logging.getLogger("pardnn")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+    for name in ("pardnn.frontends",):
+        sub = logging.getLogger(name)
+        sub.handlers[:] = []
+        sub.propagate = True
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=EXIT_CODES_HELP)
+@click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr; no progress.")
+@click.option("-v", "--verbose", count=True, help="More detail on stderr (-vv for debug).")
+@click.option("--debug", is_flag=True, help="Show the traceback of internal errors.")
+@click.version_option(__version__, prog_name="pardnn")
+@click.pass_context
+def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
+    """pardnn: place the ops of a deep-learning training step on several devices.
+
+    It reads a graph (pardnn.graph JSON, a TensorFlow SavedModel or GraphDef,
+    an ONNX model, or a peer project's format), decides which device runs each
+    op so the step finishes early and every device stays within its memory,
+    and writes the placement.
+
+    \b
+    Examples:
+      pardnn info sample_graphs/pardnn_vgg16.json.gz
+      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 1.5GiB -o vgg.placement.json
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 1.5GiB --json
+    """
+    ctx.ensure_object(dict)
+    ctx.obj.update(quiet=quiet, verbose=verbose, debug=debug)
+    _setup_logging(quiet, verbose)
+
+
+# ---------------------------------------------------------------------------
+# Shared options
+# ---------------------------------------------------------------------------
+
+def _list_of(parse, text: str | None, what: str):
+    if text is None:
+        return None
+    try:
+        return [parse(x) for x in str(text).split(",")]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from None
+
+
+def cluster_options(f):
+    options = [
+        click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False),
+                     help="A pardnn.cluster JSON file (instead of the flags below)."),
+        click.option("--devices", "-k", type=click.IntRange(1, 4096), help="Number of devices."),
+        click.option("--memory", "-m", help="Memory per device: 16GiB, 512MB, ... (a comma list gives one per "
+                                            "device; omitted = unlimited)."),
+        click.option("--speed", help="Relative speed per device (a number, or a comma list; default 1)."),
+        click.option("--bandwidth", help="Link bandwidth: 12GB/s, 100Gbit/s, ... (default 12GB/s)."),
+        click.option("--latency", help="Link latency: 25us, 0.01ms, ... (default 25us)."),
+        click.option("--device-prefix", default="/device:GPU:", show_default=True,
+                     help="Device names are this prefix plus an index."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
+                  bandwidth: str | None, latency: str | None, device_prefix: str,
+                  default_devices: int | None = None) -> Cluster:
+    """The cluster from ``--cluster`` or from the flags (flags may not be mixed with a file)."""
+    if cluster_path:
+        if devices is not None or speed is not None or bandwidth is not None or latency is not None:
+            raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency")
+        c = load_cluster(cluster_path)
+        if memory is not None:
+            mem = _list_of(parse_size, memory, "--memory")
+            c = c.with_memory(mem[0] if len(mem) == 1 else mem)
+        return c
+    mem = _list_of(parse_size, memory, "--memory")
+    spd = _list_of(float, speed, "--speed")
+    k = devices or default_devices or max(len(mem or []), len(spd or []), 1)
+    for name, values in (("--memory", mem), ("--speed", spd)):
+        if values is not None and len(values) not in (1, k):
+            raise click.BadParameter(f"gives {len(values)} values for {k} devices", param_hint=name)
+    mem = [None] * k if mem is None else (mem * k if len(mem) == 1 else mem)
+    spd = [1.0] * k if spd is None else (spd * k if len(spd) == 1 else spd)
+    try:
+        bw = parse_rate(bandwidth) if bandwidth is not None else None
+        lat = parse_time(latency) if latency is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    kwargs: dict[str, Any] = {}
+    if bw is not None:
+        kwargs["bandwidth_bytes_per_us"] = bw
+    if lat is not None:
+        kwargs["latency_us"] = lat
+    return Cluster(tuple(Device(f"{device_prefix}{i}", mem[i], spd[i]) for i in range(k)), **kwargs)
+
+
+def _load_graph(path: str, **options: Any):
+    from .inputs import load_input
+    return load_input(path, **options)
+
+
+def _echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2))
+
+
+# ---------------------------------------------------------------------------
+# info
+# ---------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("graph", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--top", default=5, show_default=True,
+              help="How many colocation groups to list (those holding the most persistent memory).")
+def info(graph: str, as_json: bool, top: int) -> None:
+    """Summarise a graph: size, compute, critical path, memory, colocation groups.
+
+    \b
+    Example:
+      pardnn info sample_graphs/msr_bert_l3_training.json.gz
+    """
+    from .analysis import critical_path
+    from .machine import single_device_peak
+
+    g = _load_graph(graph)
+    cp_len, cp = critical_path(g)
+    group_sizes = [len(m) for m in g.groups]
+    group_pers = np.bincount(g.colocation[g.colocation >= 0], weights=g.persistent_bytes[g.colocation >= 0],
+                             minlength=len(g.group_names)) if g.group_names else np.zeros(0)
+    largest = sorted(range(len(g.group_names)), key=lambda i: (-group_pers[i], -group_sizes[i], i))[:top]
+    phases: dict[str, int] = {}
+    for x in (g.node_extra or ()):
+        if x and x.get("phase"):
+            phases[x["phase"]] = phases.get(x["phase"], 0) + 1
+    summary = {
+        "name": g.name,
+        "nodes": g.num_nodes,
+        "edges": g.num_edges,
+        "control_edges": int(g.edge_control.sum()),
+        "total_time_us": float(g.time_us.sum()),
+        "critical_path_us": cp_len,
+        "critical_path_ops": len(cp),
+        "parallelism": float(g.time_us.sum() / cp_len) if cp_len > 0 else 1.0,
+        "persistent_bytes": int(g.persistent_bytes.sum()),
+        "output_bytes": int(g.port_bytes.sum()),
+        "max_temp_bytes": int(g.temp_bytes.max()) if g.num_nodes else 0,
+        "single_device_peak_bytes": single_device_peak(g),
+        "colocation_groups": len(g.group_names),
+        "largest_groups": [{"name": g.group_names[i], "ops": group_sizes[i],
+                            "persistent_bytes": int(group_pers[i])} for i in largest],
+        "pinned_ops": int((g.pinned >= 0).sum()),
+        "phases": phases,
+    }
+    if as_json:
+        _echo_json(summary)
+        return
+    rows = [
+        ("graph", g.name),
+        ("nodes", f"{g.num_nodes:,}"),
+        ("edges", f"{g.num_edges:,} ({summary['control_edges']:,} control)"),
+        ("total compute", format_time(summary["total_time_us"])),
+        ("critical path", f"{format_time(cp_len)} over {len(cp):,} ops "
+                          f"(average parallelism {summary['parallelism']:.2f})"),
+        ("persistent memory", format_bytes(summary["persistent_bytes"])),
+        ("all outputs", format_bytes(summary["output_bytes"])),
+        ("largest temp", format_bytes(summary["max_temp_bytes"])),
+        ("single-device peak", format_bytes(summary["single_device_peak_bytes"])),
+        ("colocation groups", f"{len(g.group_names):,}"),
+        ("pinned ops", f"{summary['pinned_ops']:,}"),
+    ]
+    if phases:
+        rows.append(("phases", ", ".join(f"{k} {v:,}" for k, v in sorted(phases.items()))))
+    width = max(len(r[0]) for r in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+    if largest:
+        click.echo("largest colocation groups:")
+        for item in summary["largest_groups"]:
+            click.echo(f"  {item['ops']:>6} ops  {format_bytes(item['persistent_bytes']):>11}  {item['name']}")
+
+
+# ---------------------------------------------------------------------------
+# partition / simulate
+# ---------------------------------------------------------------------------
+
+def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None) -> str:
+    serial = float(g.time_us.sum() / cluster.speed.max()) if g.num_nodes else 0.0
+    counts = np.bincount(sched.device, minlength=cluster.num_devices)
+    load = sched.compute_load_us()
+    lines = [title]
+    speedup = serial / sched.makespan_us if sched.makespan_us > 0 else 1.0
+    lines.append(f"predicted step time  {format_time(sched.makespan_us)}  "
+                 f"({speedup:.2f}x the serial compute time {format_time(serial)})")
+    if seconds is not None:
+        lines.append(f"placement time       {seconds:.2f} s")
+    lines.append(f"transfers            {len(sched.transfers):,} ({format_bytes(sched.bytes_moved())})")
+    name_w = max(len("device"), *(len(d.name) for d in cluster.devices))
+    lines.append(f"{'device':<{name_w}}  {'ops':>8}  {'compute':>11}  {'peak memory':>11}  {'capacity':>11}  use")
+    for d, dev in enumerate(cluster.devices):
+        cap = cluster.capacity[d]
+        use = f"{100 * sched.peak_bytes[d] / cap:5.1f}%" if math.isfinite(cap) and cap > 0 else "    -"
+        flag = "  OVER" if sched.peak_bytes[d] > cap else ""
+        lines.append(f"{dev.name:<{name_w}}  {counts[d]:>8,}  {format_time(load[d]):>11}  "
+                     f"{format_bytes(sched.peak_bytes[d]):>11}  {format_bytes(cap):>11}  {use}{flag}")
+    lines.append(f"feasible             {'yes' if sched.feasible else 'NO'}")
+    for v in sched.violations[:10]:
+        lines.append(f"  - {v.message}")
+    return "\n".join(lines)
+
+
+def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value:
+        return
+    from .api import methods
+    click.echo("\n".join(methods()))
+    ctx.exit()
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the pardnn.placement JSON (or .place text, by its name).")
+@cluster_options
+@click.option("--method", default=None, help="Placement method (default: the ParDNN pipeline when available). "
+                                             "See --list-methods.")
+@click.option("--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
+              help="List the placement methods and exit.")
+@click.option("--place", "place_path", type=click.Path(dir_okay=False),
+              help="Also write ParDNN's plain 'name device' form here.")
+@click.option("--allow-infeasible", is_flag=True,
+              help="Write the placement even when it breaks a memory limit (exit code stays 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
+              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool) -> None:
+    """Place INPUT's ops on the cluster's devices and write the placement.
+
+    INPUT is a pardnn.graph file or anything `pardnn import` reads. The
+    cluster comes from --cluster or from --devices/--memory/... flags.
+
+    \b
+    Examples:
+      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 1.5GiB -o vgg.placement.json
+      pardnn partition graph.json --cluster cluster.json -o placement.json --place placement.place
+    """
+    from .api import DEFAULT_METHOD, partition as run_partition
+    from .errors import InfeasibleError
+    from .placement import save_placement
+
+    for out in (output, place_path):
+        if out:
+            refuse_overwrite(out, input_path, cluster_path)
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
+    g = _load_graph(input_path)
+    t0 = time.perf_counter()
+    method = method or DEFAULT_METHOD
+    plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible)
+    seconds = time.perf_counter() - t0
+    save_placement(plan, g, output)
+    if place_path:
+        save_placement(plan, g, place_path)
+    if as_json:
+        _echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
+                    "placement_seconds": seconds, **sched.predicted()})
+    else:
+        click.echo(_placement_table(g, cluster, sched, seconds=seconds,
+                                    title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
+                                          f"with {method}"))
+        click.echo(f"wrote {output}" + (f" and {place_path}" if place_path else ""))
+    if not sched.feasible:
+        raise InfeasibleError("the placement written breaks the machine model's constraints: "
+                              + sched.violations[0].message, short_bytes=sched.memory_shortfall())
+
+
+@cli.command()
+@click.argument("graph", type=click.Path())
+@click.argument("placement", type=click.Path())
+@cluster_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
+def simulate(graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
+             device_prefix, as_json: bool) -> None:
+    """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
+
+    Without cluster flags the cluster has as many devices as the placement,
+    unlimited memory, 12 GB/s links and 25 us latency.
+
+    \b
+    Example:
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 1.5GiB --json
+    """
+    from .machine import simulate as run_sim
+    from .placement import load_placement
+
+    g = _load_graph(graph)
+    pl = load_placement(placement, g)
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
+                            default_devices=pl.num_devices)
+    text_form = Path(placement).name.endswith((".place", ".place.gz"))
+    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
+        raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
+                         f"{cluster.num_devices}")
+    sched = run_sim(g, cluster, pl)
+    if as_json:
+        out = sched.predicted()
+        out.update({
+            "graph": g.name,
+            "devices": list(cluster.names),
+            "capacity_bytes": [None if not math.isfinite(c) else int(c) for c in cluster.capacity],
+            "peak_time_us": [float(t) for t in sched.peak_time_us],
+            "compute_us": [float(x) for x in sched.compute_load_us()],
+            "transfers": len(sched.transfers),
+            "bytes_moved": sched.bytes_moved(),
+            "violations": [v.message for v in sched.violations],
+        })
+        _echo_json(out)
+        return
+    click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))
+
+
+# ---------------------------------------------------------------------------
+# import
+# ---------------------------------------------------------------------------
+
+@cli.command(name="import")
+@click.argument("model", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the pardnn.graph (.json or .json.gz).")
+@click.option("--format", "fmt", type=click.Choice(["pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel",
+                                                    "graphdef", "onnx"]),
+              help="Input format (default: detected from the path).")
+@click.option("--name", help="Graph name to record (default: from the file name).")
+def import_cmd(model: str, output: str, fmt: str | None, name: str | None) -> None:
+    """Convert MODEL to a pardnn.graph file.
+
+    \b
+    Examples:
+      pardnn import ../shared/data/pipedream/vgg16/graph.txt -o vgg16.json.gz
+      pardnn import ../shared/data/pardnn_v1/vgg/vgg_dot.dot -o vgg.json.gz
+    """
+    from .inputs import load_input
+    from .ir import save_graph
+
+    refuse_overwrite(output, model)
+    opts = {"name": name} if name else {}
+    g = load_input(model, fmt=fmt, **opts)
+    save_graph(g, output)
+    click.echo(f"wrote {output}: {g.num_nodes:,} ops, {g.num_edges:,} edges, "
+               f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups")
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="pardnn")
+

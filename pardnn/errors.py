@@ -1,0 +1,87 @@
+"""Typed errors, each with the exit code the command line reports for it.
+
+The hierarchy is shallow on purpose: callers catch `PardnnError` to handle
+anything the tool can explain, and the CLI maps `exit_code` to the process
+exit status in one place (`pardnn.cli`).
+
+Exit codes (also listed in ``pardnn --help``):
+
+====  =====================================================================
+0     success
+1     internal error (a bug: please report it)
+2     usage error (bad flags or arguments)
+3     invalid input: unreadable or malformed graph, cluster, placement or model
+4     infeasible: no placement meets the memory limits (the message says by how much)
+5     runtime failure: a device, server or framework run failed
+6     a needed optional dependency is not installed (e.g. the `tf` extra)
+====  =====================================================================
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_INPUT = 3
+EXIT_INFEASIBLE = 4
+EXIT_RUNTIME = 5
+EXIT_DEPENDENCY = 6
+
+
+class PardnnError(Exception):
+    """Base of every error pardnn can explain in one line."""
+
+    exit_code: int = EXIT_INTERNAL
+
+
+class InputError(PardnnError):
+    """An input file or model is unreadable or malformed."""
+
+    exit_code = EXIT_INPUT
+
+
+class GraphError(InputError):
+    """The graph violates the IR's invariants (cycle, dangling edge, ...)."""
+
+
+class ClusterError(InputError):
+    """The cluster description is malformed."""
+
+
+class PlacementError(InputError):
+    """A placement does not match its graph or cluster."""
+
+
+class InfeasibleError(PardnnError):
+    """No placement meets the memory limits.
+
+    ``short_bytes`` is how many bytes the worst device is over its capacity,
+    when known; ``min_capacity_bytes`` the smallest capacity that would fit,
+    when a search found one.
+    """
+
+    exit_code = EXIT_INFEASIBLE
+
+    def __init__(self, message: str, *, short_bytes: int | None = None,
+                 min_capacity_bytes: int | None = None):
+        super().__init__(message)
+        self.short_bytes = short_bytes
+        self.min_capacity_bytes = min_capacity_bytes
+
+
+class RuntimeFailure(PardnnError):
+    """Running a placed graph failed (missing device, server, framework error)."""
+
+    exit_code = EXIT_RUNTIME
+
+
+class MissingDependencyError(PardnnError):
+    """An optional extra (TensorFlow, ONNX, ...) is needed but not installed."""
+
+    exit_code = EXIT_DEPENDENCY
+
+
+class PassError(PardnnError):
+    """A pipeline pass failed; the message names the pass and those before it."""
+
+    exit_code = EXIT_INTERNAL

@@ -1,0 +1,585 @@
+"""The graph IR: one training (or inference) step as a weighted DAG.
+
+`OpGraph` is an immutable value. Node names map to dense integer ids (their
+position in the graph file, which is also the simulator's tie-break order);
+costs live in numpy arrays indexed by id; edges are parallel arrays with CSR
+indexes in both directions, built on first use. Output ports are a second
+CSR level: the ports of node ``v`` are ``port_ptr[v] .. port_ptr[v+1]`` in
+``port_bytes``. Results (placements, schedules) are separate values and never
+written onto the graph.
+
+Frontends build graphs through `GraphBuilder`, which is also what the
+``pardnn.graph`` reader uses, so every graph passes the same checks.
+
+>>> b = GraphBuilder("tiny")
+>>> b.add_node("x", "Placeholder", time_us=1.0, output_bytes=[8])
+0
+>>> b.add_node("y", "Relu", time_us=2.0, output_bytes=[8])
+1
+>>> b.add_edge("x", "y")
+>>> g = b.build()
+>>> g.num_nodes, g.num_edges, int(g.edge_bytes[0])
+(2, 1, 8)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .errors import GraphError
+from .fileio import read_json, write_json
+
+GRAPH_FORMAT = "pardnn.graph"
+GRAPH_VERSION = 1
+_NODE_KEYS = frozenset({"name", "op", "time_us", "output_bytes", "temp_bytes",
+                        "persistent_bytes", "colocation", "pinned"})
+_EDGE_KEYS = frozenset({"src", "dst", "port", "bytes", "control"})
+
+
+def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row pointers and a stable order grouping ``keys`` (ids in ``[0, n)``)."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, order.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class OpGraph:
+    """An immutable DAG of ops with compute, memory and communication costs.
+
+    Attributes are numpy arrays indexed by node id (``[V]``), port id (``[P]``)
+    or edge id (``[E]``). See the module docstring and SPEC §2 for meanings.
+    """
+
+    name: str
+    names: tuple[str, ...]
+    ops: tuple[str, ...]
+    time_us: np.ndarray            # float64 [V]
+    temp_bytes: np.ndarray         # int64 [V]
+    persistent_bytes: np.ndarray   # int64 [V]
+    port_ptr: np.ndarray           # int64 [V+1]
+    port_bytes: np.ndarray         # int64 [P]
+    edge_src: np.ndarray           # int64 [E]
+    edge_dst: np.ndarray           # int64 [E]
+    edge_port: np.ndarray          # int64 [E] (0 for control edges)
+    edge_bytes: np.ndarray         # int64 [E] (0 for control edges)
+    edge_control: np.ndarray       # bool  [E]
+    colocation: np.ndarray         # int64 [V], group id or -1
+    group_names: tuple[str, ...]
+    pinned: np.ndarray             # int64 [V], device index or -1
+    node_extra: tuple[dict | None, ...] = ()
+    edge_extra: tuple[dict | None, ...] = ()
+    meta: dict = field(default_factory=dict)
+
+    # ---- sizes and lookups -------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return len(self.names)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_src.shape[0])
+
+    @property
+    def num_ports(self) -> int:
+        return int(self.port_bytes.shape[0])
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Name to id."""
+        return {n: i for i, n in enumerate(self.names)}
+
+    def id(self, name: str) -> int:
+        try:
+            return self.index[name]
+        except KeyError:
+            raise GraphError(f"graph {self.name!r} has no node named {name!r}") from None
+
+    @cached_property
+    def edge_port_id(self) -> np.ndarray:
+        """Global port id of each edge's source tensor (``port_ptr[src] + port``)."""
+        return self.port_ptr[self.edge_src] + self.edge_port
+
+    @cached_property
+    def port_owner(self) -> np.ndarray:
+        """Node id owning each global port id."""
+        return np.repeat(np.arange(self.num_nodes, dtype=np.int64), np.diff(self.port_ptr))
+
+    @cached_property
+    def output_bytes_total(self) -> np.ndarray:
+        """Sum of a node's output port sizes."""
+        return np.add.reduceat(np.append(self.port_bytes, 0), self.port_ptr[:-1]) * (np.diff(self.port_ptr) > 0)
+
+    # ---- adjacency ---------------------------------------------------------
+    @cached_property
+    def out_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ptr, edge ids): out-edges of ``v`` are ``edges[ptr[v]:ptr[v+1]]``, in file order."""
+        return _csr(self.edge_src, self.num_nodes)
+
+    @cached_property
+    def in_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ptr, edge ids) of in-edges, grouped by destination, in file order."""
+        return _csr(self.edge_dst, self.num_nodes)
+
+    def successors(self, v: int) -> np.ndarray:
+        ptr, eids = self.out_csr
+        return self.edge_dst[eids[ptr[v]:ptr[v + 1]]]
+
+    def predecessors(self, v: int) -> np.ndarray:
+        ptr, eids = self.in_csr
+        return self.edge_src[eids[ptr[v]:ptr[v + 1]]]
+
+    # ---- groups ------------------------------------------------------------
+    @cached_property
+    def groups(self) -> list[np.ndarray]:
+        """Member ids of each colocation group, indexed by group id."""
+        members = np.flatnonzero(self.colocation >= 0)
+        if members.size == 0:
+            return [np.empty(0, dtype=np.int64) for _ in self.group_names]
+        order = members[np.argsort(self.colocation[members], kind="stable")]
+        counts = np.bincount(self.colocation[members], minlength=len(self.group_names))
+        return np.split(order, np.cumsum(counts)[:-1])
+
+    @cached_property
+    def unit(self) -> np.ndarray:
+        """A 'placement unit' id per node: colocation groups contracted.
+
+        Units ``0 .. len(group_names)-1`` are the groups; every ungrouped node
+        gets a unit of its own after those. Placers move units, never halves of
+        a group.
+        """
+        u = self.colocation.copy()
+        loose = np.flatnonzero(u < 0)
+        u[loose] = len(self.group_names) + np.arange(loose.size)
+        return u
+
+    # ---- checks -------------------------------------------------------------
+    def verify(self) -> "OpGraph":
+        """Check the invariants and return ``self``; raise `GraphError` naming the node.
+
+        Rejects cycles (naming a node on one), negative or non-finite costs,
+        edges to unknown nodes and negative pins. Duplicate names are rejected
+        when the graph is built.
+        """
+        V = self.num_nodes
+        if self.num_edges and (self.edge_src.min() < 0 or self.edge_dst.min() < 0
+                               or self.edge_src.max() >= V or self.edge_dst.max() >= V):
+            bad = int(np.flatnonzero((self.edge_src < 0) | (self.edge_src >= V)
+                                     | (self.edge_dst < 0) | (self.edge_dst >= V))[0])
+            raise GraphError(f"graph {self.name!r}: edge {bad} points to a node that does not exist")
+        for label, arr in (("time_us", self.time_us), ("temp_bytes", self.temp_bytes),
+                           ("persistent_bytes", self.persistent_bytes)):
+            bad = np.flatnonzero(~np.isfinite(arr) | (arr < 0)) if arr.dtype.kind == "f" else np.flatnonzero(arr < 0)
+            if bad.size:
+                v = int(bad[0])
+                raise GraphError(f"node {self.names[v]!r}: {label} must be a non-negative number, got {arr[v]}")
+        bad = np.flatnonzero(self.port_bytes < 0)
+        if bad.size:
+            v = int(self.port_owner[bad[0]])
+            raise GraphError(f"node {self.names[v]!r}: output_bytes must be non-negative")
+        bad = np.flatnonzero(self.edge_bytes < 0)
+        if bad.size:
+            e = int(bad[0])
+            raise GraphError(f"edge {self.names[self.edge_src[e]]!r} -> {self.names[self.edge_dst[e]]!r}: "
+                             "bytes must be non-negative")
+        from .analysis import topological_levels  # cycle check; cached on the graph
+        topological_levels(self)
+        return self
+
+    # ---- conversions ---------------------------------------------------------
+    def output_bytes_of(self, v: int) -> list[int]:
+        return self.port_bytes[self.port_ptr[v]:self.port_ptr[v + 1]].tolist()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``pardnn.graph`` JSON object (SPEC §2)."""
+        nodes = []
+        tl, tb, pb = self.time_us.tolist(), self.temp_bytes.tolist(), self.persistent_bytes.tolist()
+        pp, pbytes = self.port_ptr.tolist(), self.port_bytes.tolist()
+        col, pin = self.colocation.tolist(), self.pinned.tolist()
+        for v, name in enumerate(self.names):
+            node: dict[str, Any] = {"name": name, "op": self.ops[v], "time_us": tl[v],
+                                    "output_bytes": pbytes[pp[v]:pp[v + 1]]}
+            if tb[v]:
+                node["temp_bytes"] = tb[v]
+            if pb[v]:
+                node["persistent_bytes"] = pb[v]
+            if col[v] >= 0:
+                node["colocation"] = self.group_names[col[v]]
+            if pin[v] >= 0:
+                node["pinned"] = pin[v]
+            extra = self.node_extra[v] if self.node_extra else None
+            if extra:
+                node.update(extra)
+            nodes.append(node)
+        edges = []
+        names = self.names
+        src, dst, port = self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_port.tolist()
+        nbytes, ctrl = self.edge_bytes.tolist(), self.edge_control.tolist()
+        for e in range(self.num_edges):
+            edge: dict[str, Any] = {"src": names[src[e]], "dst": names[dst[e]]}
+            if ctrl[e]:
+                edge["control"] = True
+            else:
+                if port[e]:
+                    edge["port"] = port[e]
+                edge["bytes"] = nbytes[e]
+            extra = self.edge_extra[e] if self.edge_extra else None
+            if extra:
+                edge.update(extra)
+            edges.append(edge)
+        out = {"format": GRAPH_FORMAT, "version": GRAPH_VERSION, "name": self.name}
+        out.update({k: v for k, v in self.meta.items() if k not in ("format", "version", "name", "nodes", "edges")})
+        out["nodes"] = nodes
+        out["edges"] = edges
+        return out
+
+    def to_networkx(self):
+        """A `networkx.MultiDiGraph` keyed by node name, with every cost as an attribute."""
+        import networkx as nx
+
+        G = nx.MultiDiGraph(name=self.name)
+        d = self.to_dict()
+        for node in d["nodes"]:
+            attrs = {k: v for k, v in node.items() if k != "name"}
+            G.add_node(node["name"], **attrs)
+        for edge in d["edges"]:
+            attrs = {k: v for k, v in edge.items() if k not in ("src", "dst")}
+            attrs.setdefault("port", 0)
+            attrs.setdefault("control", False)
+            attrs.setdefault("bytes", 0)
+            G.add_edge(edge["src"], edge["dst"], **attrs)
+        return G
+
+    def permuted(self, order: np.ndarray) -> "OpGraph":
+        """The same graph with nodes renumbered: new id ``i`` is old node ``order[i]``.
+
+        Edges keep their order. Used to write nodes in a topological order,
+        which the simulator's tie-break (file order) relies on.
+        """
+        import dataclasses
+
+        order = np.asarray(order, dtype=np.int64)
+        V = self.num_nodes
+        if order.shape != (V,) or not np.array_equal(np.sort(order), np.arange(V)):
+            raise ValueError("order must be a permutation of the node ids")
+        new_id = np.empty(V, dtype=np.int64)
+        new_id[order] = np.arange(V)
+        counts = np.diff(self.port_ptr)[order]
+        port_ptr = np.zeros(V + 1, dtype=np.int64)
+        np.cumsum(counts, out=port_ptr[1:])
+        old_port_index = np.concatenate([np.arange(self.port_ptr[v], self.port_ptr[v + 1]) for v in order]) \
+            if self.num_ports else np.empty(0, dtype=np.int64)
+        take = order.tolist()
+        return dataclasses.replace(
+            self,
+            names=tuple(self.names[v] for v in take),
+            ops=tuple(self.ops[v] for v in take),
+            time_us=self.time_us[order], temp_bytes=self.temp_bytes[order],
+            persistent_bytes=self.persistent_bytes[order],
+            port_ptr=port_ptr, port_bytes=self.port_bytes[old_port_index.astype(np.int64)],
+            edge_src=new_id[self.edge_src], edge_dst=new_id[self.edge_dst],
+            colocation=self.colocation[order], pinned=self.pinned[order],
+            node_extra=tuple(self.node_extra[v] for v in take) if self.node_extra else (),
+        )
+
+    def with_costs(self, *, time_us: np.ndarray | None = None, temp_bytes: np.ndarray | None = None,
+                   persistent_bytes: np.ndarray | None = None, port_bytes: np.ndarray | None = None,
+                   edge_bytes: np.ndarray | None = None, name: str | None = None) -> "OpGraph":
+        """A copy with some cost arrays replaced (structure unchanged)."""
+        import dataclasses
+
+        def pick(new, old, dtype):
+            return old if new is None else np.asarray(new, dtype=dtype)
+
+        return dataclasses.replace(
+            self,
+            name=self.name if name is None else name,
+            time_us=pick(time_us, self.time_us, np.float64),
+            temp_bytes=pick(temp_bytes, self.temp_bytes, np.int64),
+            persistent_bytes=pick(persistent_bytes, self.persistent_bytes, np.int64),
+            port_bytes=pick(port_bytes, self.port_bytes, np.int64),
+            edge_bytes=pick(edge_bytes, self.edge_bytes, np.int64),
+        )
+
+
+# ---------------------------------------------------------------------------
+# Building graphs
+# ---------------------------------------------------------------------------
+
+def _check_number(value: Any, what: str, where: str, *, integer: bool) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GraphError(f"{where}: {what} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise GraphError(f"{where}: {what} must be a non-negative number, got {value!r}")
+    if integer:
+        return int(round(value))
+    return float(value)
+
+
+class GraphBuilder:
+    """Accumulates nodes and edges, then builds a checked `OpGraph`.
+
+    Node ids are given in insertion order, which is the graph's file order.
+    ``output_bytes`` may be a number (one port) or a list (one per port).
+    Extra keyword arguments to `add_node` are kept as the node's extra fields
+    (``phase``, ``shape``, ...) and written back to the graph file.
+    """
+
+    def __init__(self, name: str, *, source: str | None = None):
+        self.name = name
+        self.source = source
+        self._index: dict[str, int] = {}
+        self._names: list[str] = []
+        self._ops: list[str] = []
+        self._time: list[float] = []
+        self._temp: list[int] = []
+        self._pers: list[int] = []
+        self._outputs: list[list[int]] = []
+        self._coloc: list[str | None] = []
+        self._pinned: list[int] = []
+        self._node_extra: list[dict | None] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._port: list[int] = []
+        self._bytes: list[int] = []   # -1 = take the port's size
+        self._ctrl: list[bool] = []
+        self._edge_extra: list[dict | None] = []
+        self.meta: dict = {}
+
+    def _where(self, what: str) -> str:
+        return f"{self.source}: {what}" if self.source else what
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._index
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def add_node(self, name: str, op: str = "", *, time_us: float = 0.0,
+                 output_bytes: int | float | Sequence[int | float] | None = None,
+                 temp_bytes: int | float = 0, persistent_bytes: int | float = 0,
+                 colocation: str | None = None, pinned: int | None = None, **extra: Any) -> int:
+        if not isinstance(name, str) or not name:
+            raise GraphError(self._where(f"node names must be non-empty strings, got {name!r}"))
+        if name in self._index:
+            raise GraphError(self._where(f"duplicate node name {name!r}"))
+        where = self._where(f"node {name!r}")
+        if output_bytes is None:
+            outs: list[int] = []
+        elif isinstance(output_bytes, (list, tuple)):
+            outs = [_check_number(b, "output_bytes", where, integer=True) for b in output_bytes]
+        else:
+            outs = [_check_number(output_bytes, "output_bytes", where, integer=True)]
+        if colocation is not None and not isinstance(colocation, str):
+            raise GraphError(f"{where}: colocation must be a group name or null, got {colocation!r}")
+        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 0):
+            raise GraphError(f"{where}: pinned must be a device index (>= 0) or null, got {pinned!r}")
+        vid = len(self._names)
+        self._index[name] = vid
+        self._names.append(name)
+        self._ops.append(str(op) if op is not None else "")
+        self._time.append(_check_number(time_us, "time_us", where, integer=False))
+        self._temp.append(_check_number(temp_bytes, "temp_bytes", where, integer=True))
+        self._pers.append(_check_number(persistent_bytes, "persistent_bytes", where, integer=True))
+        self._outputs.append(outs)
+        self._coloc.append(colocation)
+        self._pinned.append(-1 if pinned is None else pinned)
+        self._node_extra.append(extra or None)
+        return vid
+
+    def add_edge(self, src: str | int, dst: str | int, port: int = 0, bytes: int | float | None = None,
+                 control: bool = False, **extra: Any) -> None:
+        s = self._resolve(src, "source", src, dst)
+        d = self._resolve(dst, "destination", src, dst)
+        where = self._where(f"edge {self._names[s]!r} -> {self._names[d]!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or port < 0:
+            raise GraphError(f"{where}: port must be a non-negative integer, got {port!r}")
+        if not isinstance(control, bool):
+            raise GraphError(f"{where}: control must be true or false, got {control!r}")
+        nbytes = -1 if bytes is None or control else _check_number(bytes, "bytes", where, integer=True)
+        self._src.append(s)
+        self._dst.append(d)
+        self._port.append(0 if control else port)
+        self._bytes.append(0 if control else nbytes)
+        self._ctrl.append(control)
+        self._edge_extra.append(extra or None)
+
+    def _resolve(self, ref: str | int, role: str, src: Any, dst: Any) -> int:
+        if isinstance(ref, str):
+            vid = self._index.get(ref)
+            if vid is None:
+                raise GraphError(self._where(f"edge {src!r} -> {dst!r}: unknown {role} node {ref!r}"))
+            return vid
+        if isinstance(ref, (int, np.integer)) and 0 <= ref < len(self._names):
+            return int(ref)
+        raise GraphError(self._where(f"edge {src!r} -> {dst!r}: unknown {role} node {ref!r}"))
+
+    def set_colocation(self, name: str, group: str | None) -> None:
+        self._coloc[self._index[name]] = group
+
+    def set_pinned(self, name: str, device: int | None) -> None:
+        self._pinned[self._index[name]] = -1 if device is None else device
+
+    def build(self, *, verify: bool = True) -> OpGraph:
+        V = len(self._names)
+        src = np.asarray(self._src, dtype=np.int64)
+        dst = np.asarray(self._dst, dtype=np.int64)
+        port = np.asarray(self._port, dtype=np.int64)
+        nbytes = np.asarray(self._bytes, dtype=np.int64)
+        ctrl = np.asarray(self._ctrl, dtype=bool)
+
+        # Ports: the listed ones, extended to cover every data edge's port.
+        n_listed = np.fromiter((len(o) for o in self._outputs), dtype=np.int64, count=V)
+        n_ports = n_listed.copy()
+        data = ~ctrl
+        if data.any():
+            np.maximum.at(n_ports, src[data], port[data] + 1)
+        port_ptr = np.zeros(V + 1, dtype=np.int64)
+        np.cumsum(n_ports, out=port_ptr[1:])
+        port_bytes = np.zeros(int(port_ptr[-1]), dtype=np.int64)
+        listed = np.fromiter((b for o in self._outputs for b in o), dtype=np.int64, count=int(n_listed.sum()))
+        listed_pos = np.repeat(port_ptr[:-1], n_listed) + (np.arange(listed.size) - np.repeat(
+            np.cumsum(n_listed) - n_listed, n_listed))
+        port_bytes[listed_pos] = listed
+        # An unlisted port takes the largest explicit bytes of its edges (SPEC §1.1 rule 4).
+        pid = port_ptr[src] + port
+        is_listed = np.zeros(port_bytes.size, dtype=bool)
+        is_listed[listed_pos] = True
+        fill = data & (nbytes >= 0) & ~is_listed[pid]
+        if fill.any():
+            np.maximum.at(port_bytes, pid[fill], nbytes[fill])
+        # An edge without bytes takes its port's size.
+        missing = data & (nbytes < 0)
+        nbytes[missing] = port_bytes[pid[missing]]
+        nbytes[ctrl] = 0
+
+        group_names: list[str] = []
+        group_index: dict[str, int] = {}
+        coloc = np.full(V, -1, dtype=np.int64)
+        for v, gname in enumerate(self._coloc):
+            if gname is None:
+                continue
+            gid = group_index.get(gname)
+            if gid is None:
+                gid = group_index[gname] = len(group_names)
+                group_names.append(gname)
+            coloc[v] = gid
+
+        g = OpGraph(
+            name=self.name,
+            names=tuple(self._names),
+            ops=tuple(self._ops),
+            time_us=np.asarray(self._time, dtype=np.float64),
+            temp_bytes=np.asarray(self._temp, dtype=np.int64),
+            persistent_bytes=np.asarray(self._pers, dtype=np.int64),
+            port_ptr=port_ptr,
+            port_bytes=port_bytes,
+            edge_src=src,
+            edge_dst=dst,
+            edge_port=port,
+            edge_bytes=nbytes,
+            edge_control=ctrl,
+            colocation=coloc,
+            group_names=tuple(group_names),
+            pinned=np.asarray(self._pinned, dtype=np.int64),
+            node_extra=tuple(self._node_extra) if any(self._node_extra) else (),
+            edge_extra=tuple(self._edge_extra) if any(self._edge_extra) else (),
+            meta=dict(self.meta),
+        )
+        if verify:
+            try:
+                g.verify()
+            except GraphError as exc:
+                if self.source and not str(exc).startswith(self.source):
+                    raise GraphError(f"{self.source}: {exc}") from None
+                raise
+        return g
+
+
+# ---------------------------------------------------------------------------
+# pardnn.graph files
+# ---------------------------------------------------------------------------
+
+def graph_from_dict(d: Any, *, source: str | None = None) -> OpGraph:
+    """Build an `OpGraph` from a parsed ``pardnn.graph`` object, checking every field."""
+    where = source or "graph"
+    if not isinstance(d, dict):
+        raise GraphError(f"{where}: expected a JSON object with \"format\": \"{GRAPH_FORMAT}\"")
+    fmt = d.get("format")
+    if fmt != GRAPH_FORMAT:
+        raise GraphError(f"{where}: \"format\" is {fmt!r}, expected {GRAPH_FORMAT!r}")
+    version = d.get("version", GRAPH_VERSION)
+    if version != GRAPH_VERSION:
+        raise GraphError(f"{where}: unsupported {GRAPH_FORMAT} version {version!r} (this pardnn reads {GRAPH_VERSION})")
+    nodes, edges = d.get("nodes"), d.get("edges", [])
+    if not isinstance(nodes, list):
+        raise GraphError(f"{where}: \"nodes\" must be a list")
+    if not isinstance(edges, list):
+        raise GraphError(f"{where}: \"edges\" must be a list")
+    name = d.get("name") or (Path(source).name.split(".")[0] if source else "graph")
+    b = GraphBuilder(str(name), source=source)
+    b.meta = {k: v for k, v in d.items() if k not in ("format", "version", "name", "nodes", "edges")}
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict) or "name" not in node:
+            raise GraphError(f"{where}: nodes[{i}] must be an object with a \"name\"")
+        extra = {k: v for k, v in node.items() if k not in _NODE_KEYS}
+        b.add_node(node["name"], node.get("op", ""),
+                   time_us=node.get("time_us", 0.0),
+                   output_bytes=node.get("output_bytes"),
+                   temp_bytes=node.get("temp_bytes", 0),
+                   persistent_bytes=node.get("persistent_bytes", 0),
+                   colocation=node.get("colocation"),
+                   pinned=node.get("pinned"), **extra)
+    for i, edge in enumerate(edges):
+        if not isinstance(edge, dict) or "src" not in edge or "dst" not in edge:
+            raise GraphError(f"{where}: edges[{i}] must be an object with \"src\" and \"dst\"")
+        if not isinstance(edge["src"], str) or not isinstance(edge["dst"], str):
+            raise GraphError(f"{where}: edges[{i}]: \"src\" and \"dst\" must be node names")
+        extra = {k: v for k, v in edge.items() if k not in _EDGE_KEYS}
+        b.add_edge(edge["src"], edge["dst"], port=edge.get("port", 0), bytes=edge.get("bytes"),
+                   control=edge.get("control", False), **extra)
+    return b.build()
+
+
+def load_graph(path: str | Path) -> OpGraph:
+    """Read a ``pardnn.graph`` file (``.json`` or ``.json.gz``)."""
+    return graph_from_dict(read_json(path), source=str(path))
+
+
+def save_graph(g: OpGraph, path: str | Path) -> Path:
+    """Write ``g`` atomically; a ``.gz`` name is compressed."""
+    return write_json(path, g.to_dict())
+
+
+def graph_from_networkx(G, name: str | None = None) -> OpGraph:
+    """Build an `OpGraph` from a networkx (Multi)DiGraph.
+
+    Node and edge attributes use the ``pardnn.graph`` field names; missing
+    ones take their defaults. Node order is ``G``'s iteration order.
+    """
+    b = GraphBuilder(name or G.graph.get("name") or "graph")
+    for n, attrs in G.nodes(data=True):
+        extra = {k: v for k, v in attrs.items() if k not in _NODE_KEYS}
+        b.add_node(str(n), attrs.get("op", ""), time_us=attrs.get("time_us", 0.0),
+                   output_bytes=attrs.get("output_bytes"), temp_bytes=attrs.get("temp_bytes", 0),
+                   persistent_bytes=attrs.get("persistent_bytes", 0), colocation=attrs.get("colocation"),
+                   pinned=attrs.get("pinned"), **extra)
+    for u, v, attrs in G.edges(data=True):
+        extra = {k: val for k, val in attrs.items() if k not in _EDGE_KEYS}
+        b.add_edge(str(u), str(v), port=attrs.get("port", 0), bytes=attrs.get("bytes"),
+                   control=bool(attrs.get("control", False)), **extra)
+    return b.build()
+
+
+def iter_phase(g: OpGraph) -> Iterable[str | None]:
+    """The ``phase`` extra field of each node (``forward``, ``backward``, ``optimizer``) or None."""
+    if not g.node_extra:
+        return [None] * g.num_nodes
+    return [(x or {}).get("phase") for x in g.node_extra]

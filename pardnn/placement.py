@@ -1,0 +1,169 @@
+"""A placement: which device runs each op, and its files (SPEC §4).
+
+`Placement` is a value: an int array (device index per node id) plus the
+device names. Two file forms are read and written: ``pardnn.placement`` JSON
+and ParDNN's plain ``name device_index`` text (``.place``). Reading checks the
+file against its graph: every node exactly once, no unknown names, device
+indices in range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import PlacementError
+from .fileio import atomic_write, read_json, read_text, write_json
+from .ir import OpGraph
+
+PLACEMENT_FORMAT = "pardnn.placement"
+PLACEMENT_VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """Device index of every node (``assignment[v]`` for node id ``v``)."""
+
+    assignment: np.ndarray
+    devices: tuple[str, ...]
+    graph: str = ""
+    predicted: dict | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        a = np.asarray(self.assignment, dtype=np.int64)
+        object.__setattr__(self, "assignment", a)
+        object.__setattr__(self, "devices", tuple(self.devices))
+        if a.size and (a.min() < 0 or a.max() >= len(self.devices)):
+            bad = int(np.flatnonzero((a < 0) | (a >= len(self.devices)))[0])
+            raise PlacementError(f"node id {bad} is placed on device {a[bad]}, but there are "
+                                 f"{len(self.devices)} devices (0..{len(self.devices) - 1})")
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    def same_as(self, other: "Placement") -> bool:
+        return self.devices == other.devices and np.array_equal(self.assignment, other.assignment)
+
+    def with_predicted(self, predicted: dict | None) -> "Placement":
+        return Placement(self.assignment, self.devices, self.graph, predicted, dict(self.meta))
+
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.assignment, minlength=self.num_devices)
+
+    def to_dict(self, g: OpGraph) -> dict[str, Any]:
+        if g.num_nodes != self.assignment.size:
+            raise PlacementError(f"placement has {self.assignment.size} entries but graph {g.name!r} "
+                                 f"has {g.num_nodes} nodes")
+        out: dict[str, Any] = {
+            "format": PLACEMENT_FORMAT, "version": PLACEMENT_VERSION,
+            "graph": self.graph or g.name, "devices": list(self.devices),
+            "assignment": dict(zip(g.names, self.assignment.tolist())),
+        }
+        if self.predicted is not None:
+            out["predicted"] = self.predicted
+        out.update({k: v for k, v in self.meta.items() if k not in out})
+        return out
+
+
+def _check_complete(g: OpGraph, assigned: np.ndarray, where: str) -> None:
+    missing = np.flatnonzero(assigned < 0)
+    if missing.size:
+        first = g.names[int(missing[0])]
+        raise PlacementError(f"{where}: {missing.size} node(s) of graph {g.name!r} have no device, "
+                             f"for example {first!r}")
+
+
+def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Placement:
+    """Check a parsed ``pardnn.placement`` against ``g`` and build it."""
+    where = source or "placement"
+    if not isinstance(d, dict) or d.get("format") != PLACEMENT_FORMAT:
+        got = d.get("format") if isinstance(d, dict) else type(d).__name__
+        raise PlacementError(f"{where}: \"format\" is {got!r}, expected {PLACEMENT_FORMAT!r}")
+    if d.get("version", PLACEMENT_VERSION) != PLACEMENT_VERSION:
+        raise PlacementError(f"{where}: unsupported {PLACEMENT_FORMAT} version {d.get('version')!r}")
+    devices = d.get("devices")
+    if not isinstance(devices, list) or not devices or not all(isinstance(x, str) for x in devices):
+        raise PlacementError(f"{where}: \"devices\" must be a non-empty list of device names")
+    assignment = d.get("assignment")
+    if not isinstance(assignment, dict):
+        raise PlacementError(f"{where}: \"assignment\" must be an object mapping node names to device indices")
+    graph_name = d.get("graph", "")
+    assigned = np.full(g.num_nodes, -1, dtype=np.int64)
+    index = g.index
+    K = len(devices)
+    unknown = [n for n in assignment if n not in index]
+    if unknown:
+        hint = f" (the placement was made for graph {graph_name!r})" if graph_name and graph_name != g.name else ""
+        raise PlacementError(f"{where}: node {unknown[0]!r} is not in graph {g.name!r}"
+                             f"{f' ({len(unknown)} unknown names in all)' if len(unknown) > 1 else ''}{hint}")
+    for name, dev in assignment.items():
+        if isinstance(dev, bool) or not isinstance(dev, int) or not 0 <= dev < K:
+            raise PlacementError(f"{where}: node {name!r} is on device {dev!r}, but the placement "
+                                 f"lists {K} devices (0..{K - 1})")
+        assigned[index[name]] = dev
+    _check_complete(g, assigned, where)
+    predicted = d.get("predicted")
+    meta = {k: v for k, v in d.items() if k not in ("format", "version", "graph", "devices", "assignment",
+                                                    "predicted")}
+    return Placement(assigned, tuple(devices), graph_name, predicted, meta)
+
+
+def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
+                    source: str | None = None) -> Placement:
+    """Read ``name device`` lines (ParDNN's ``.place``); the device is split off at the last space."""
+    where = source or "placement"
+    assigned = np.full(g.num_nodes, -1, dtype=np.int64)
+    index = g.index
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, dev = line.rpartition(" ")
+        name = name.strip()
+        if not name:
+            raise PlacementError(f"{where}:{lineno}: expected 'name device', got {line!r}")
+        try:
+            d = int(dev)
+        except ValueError:
+            raise PlacementError(f"{where}:{lineno}: device of {name!r} must be an integer, got {dev!r}") from None
+        v = index.get(name)
+        if v is None:
+            raise PlacementError(f"{where}:{lineno}: node {name!r} is not in graph {g.name!r}")
+        if d < 0 or (num_devices is not None and d >= num_devices):
+            rng = f"0..{num_devices - 1}" if num_devices else ">= 0"
+            raise PlacementError(f"{where}:{lineno}: node {name!r} is on device {d}, expected {rng}")
+        if assigned[v] >= 0:
+            raise PlacementError(f"{where}:{lineno}: node {name!r} is placed twice")
+        assigned[v] = d
+    _check_complete(g, assigned, where)
+    K = num_devices if num_devices is not None else int(assigned.max()) + 1 if assigned.size else 1
+    return Placement(assigned, tuple(f"/device:GPU:{i}" for i in range(K)), g.name)
+
+
+def load_placement(path: str | Path, g: OpGraph, *, num_devices: int | None = None) -> Placement:
+    """Read a ``pardnn.placement`` JSON file or a ``.place`` text file and check it against ``g``."""
+    p = Path(path)
+    if p.suffix == ".place" or p.name.endswith(".place.gz"):
+        return read_place_text(read_text(p), g, num_devices=num_devices, source=str(p))
+    pl = placement_from_dict(read_json(p), g, source=str(p))
+    if num_devices is not None and pl.num_devices != num_devices:
+        raise PlacementError(f"{p}: the placement has {pl.num_devices} devices but the cluster has {num_devices}")
+    return pl
+
+
+def save_placement(pl: Placement, g: OpGraph, path: str | Path) -> Path:
+    """Write JSON, or ``name device`` text when the name ends in ``.place``."""
+    p = Path(path)
+    if p.suffix == ".place" or p.name.endswith(".place.gz"):
+        lines = [f"{n} {d}" for n, d in zip(g.names, pl.assignment.tolist())]
+        return atomic_write(p, "\n".join(lines) + "\n")
+    return write_json(p, pl.to_dict(g))
+
+
+def single_device(g: OpGraph, devices: Sequence[str] = ("/device:GPU:0",), device: int = 0) -> Placement:
+    return Placement(np.full(g.num_nodes, device, dtype=np.int64), tuple(devices), g.name)

@@ -1,0 +1,156 @@
+"""The command line: commands, JSON output, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from pardnn.cli import cli
+from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_USAGE
+from pardnn.ir import save_graph
+
+from .helpers import tiny
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    """
+    a(10) --> b(5) --> d(1)        a, b, c, d: outputs 1000 B; v holds 4000 B in group "var"
+    a     --> c(5) --> d
+    v (group var) --> r (group var) --> b
+    """
+    g = tiny([("v", 1, 0, {"persistent_bytes": 4000, "colocation": "var"}), ("r", 1, 0, {"colocation": "var"}),
+              ("a", 10, 1000), ("b", 5, 1000), ("c", 5, 1000), ("d", 1, 1000)],
+             [("v", "r"), ("r", "b"), ("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    return save_graph(g, tmp_path / "g.json")
+
+
+def test_info_table_and_json(graph_file):
+    r = run("info", graph_file)
+    assert r.exit_code == 0, r.output
+    assert "critical path       16.0 us over 3 ops" in r.output   # a -> b -> d (a -> c -> d ties)
+    r = run("info", graph_file, "--json")
+    d = json.loads(r.stdout)
+    assert d["nodes"] == 6 and d["critical_path_us"] == 16.0
+    assert d["largest_groups"][0] == {"name": "var", "ops": 2, "persistent_bytes": 4000}
+    assert d["single_device_peak_bytes"] == 4000 + 3000
+
+
+def test_partition_then_simulate_agree(tmp_path, graph_file):
+    out = tmp_path / "p.json"
+    r = run("partition", graph_file, "--devices", 2, "--memory", "8KiB", "-o", out, "--place", tmp_path / "p.place")
+    assert r.exit_code == 0, r.output
+    assert "feasible             yes" in r.stdout
+    placement = json.loads(out.read_text())
+    assert placement["format"] == "pardnn.placement" and len(placement["assignment"]) == 6
+    assert (tmp_path / "p.place").read_text().count("\n") == 6
+    r = run("simulate", graph_file, out, "--devices", 2, "--memory", "8KiB", "--json")
+    assert r.exit_code == 0, r.output
+    sim = json.loads(r.stdout)
+    assert sim["makespan_us"] == placement["predicted"]["makespan_us"]
+    assert sim["peak_bytes"] == placement["predicted"]["peak_bytes"]
+    assert sim["feasible"] is True and len(sim["peak_bytes"]) == 2
+
+
+def test_simulate_defaults_to_the_placement_devices(tmp_path, graph_file):
+    out = tmp_path / "p.json"
+    assert run("partition", graph_file, "-k", 3, "-o", out).exit_code == 0
+    r = run("simulate", graph_file, out, "--json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["peak_bytes"]) == 3
+    r = run("simulate", graph_file, out, "--devices", 2)
+    assert r.exit_code == EXIT_INPUT and "is for 3 devices but the cluster has 2" in r.stderr
+
+
+def test_infeasible_memory_exits_4_with_bytes_short(tmp_path, graph_file):
+    r = run("partition", graph_file, "--devices", 2, "--memory", "3000", "-o", tmp_path / "p.json")
+    assert r.exit_code == EXIT_INFEASIBLE
+    assert r.stderr.strip().count("\n") == 0
+    assert "colocation group 'var' alone holds" in r.stderr and "1000 bytes short" in r.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "invalid JSON at line 1"),
+    ('{"format": "pardnn.graph", "nodes": [{"name": "a"}, {"name": "b"}], '
+     '"edges": [{"src": "a", "dst": "b"}, {"src": "b", "dst": "a"}]}', "has a cycle through node"),
+    ('{"format": "pardnn.graph", "nodes": [{"name": "a"}], "edges": [{"src": "a", "dst": "nope"}]}',
+     "unknown destination node 'nope'"),
+    ('{"format": "pardnn.graph", "nodes": [{"name": "a", "time_us": -3}], "edges": []}',
+     "node 'a': time_us must be a non-negative number"),
+])
+def test_bad_graphs_exit_3_with_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    for args in (["info", path], ["partition", path, "-k", 2, "-o", tmp_path / "o.json"]):
+        r = run(*args)
+        assert r.exit_code == EXIT_INPUT, r.output
+        assert message in r.stderr and "bad.json" in r.stderr
+        assert r.stderr.startswith("pardnn: error: ") and r.stderr.count("\n") == 1
+        assert "Traceback" not in r.output
+
+
+def test_bad_placements_exit_3(tmp_path, graph_file):
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"format": "pardnn.placement", "version": 1, "devices": ["x", "y"],
+                             "assignment": {"a": 0}}))
+    r = run("simulate", graph_file, p)
+    assert r.exit_code == EXIT_INPUT and "have no device, for example 'v'" in r.stderr
+    full = {n: 0 for n in ["v", "r", "a", "b", "c", "d"]}
+    full["d"] = 7
+    p.write_text(json.dumps({"format": "pardnn.placement", "devices": ["x", "y"], "assignment": full}))
+    r = run("simulate", graph_file, p)
+    assert r.exit_code == EXIT_INPUT and "node 'd' is on device 7" in r.stderr
+
+
+def test_usage_errors_exit_2(tmp_path, graph_file):
+    assert run("partition", graph_file).exit_code == EXIT_USAGE                      # no -o
+    r = run("partition", graph_file, "-k", 2, "--memory", "lots", "-o", tmp_path / "o.json")
+    assert r.exit_code == EXIT_USAGE and "cannot read 'lots' as a size" in r.output
+    r = run("partition", graph_file, "-k", 2, "--memory", "1,2,3", "-o", tmp_path / "o.json")
+    assert r.exit_code == EXIT_USAGE and "gives 3 values for 2 devices" in r.output
+
+
+def test_never_overwrites_the_input(graph_file):
+    before = graph_file.read_bytes()
+    r = run("partition", graph_file, "-k", 2, "-o", graph_file)
+    assert r.exit_code == EXIT_INPUT and "refusing to overwrite the input" in r.stderr
+    assert graph_file.read_bytes() == before
+
+
+def test_cluster_file_and_heterogeneous_flags(tmp_path, graph_file):
+    cfile = tmp_path / "c.json"
+    cfile.write_text(json.dumps({"format": "pardnn.cluster", "version": 1, "latency_us": 5,
+                                 "bandwidth_bytes_per_us": 1000,
+                                 "devices": [{"name": "/device:CPU:0", "memory_bytes": 10000},
+                                             {"name": "/device:CPU:1", "memory_bytes": 10000, "speed": 2}]}))
+    r = run("partition", graph_file, "--cluster", cfile, "-o", tmp_path / "p.json", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["devices"] == ["/device:CPU:0", "/device:CPU:1"]
+    r = run("partition", graph_file, "-k", 2, "--speed", "1,2", "--memory", "8KiB,16KiB", "-o", tmp_path / "q.json")
+    assert r.exit_code == 0, r.output
+    r = run("partition", graph_file, "--cluster", cfile, "-k", 2, "-o", tmp_path / "q.json")
+    assert r.exit_code == EXIT_USAGE
+
+
+def test_import_peer_format(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text("node1 -- Input -- forward_compute_time=1.0, backward_compute_time=0.000, "
+                    "activation_size=100.000, parameter_size=0.000\n"
+                    "node2 -- Linear(2, 2) -- forward_compute_time=2.0, backward_compute_time=3.0, "
+                    "activation_size=100.000, parameter_size=16.000\n\tnode1 -- node2")
+    out = tmp_path / "g.json.gz"
+    r = run("import", path, "-o", out)
+    assert r.exit_code == 0, r.output
+    r = run("info", out, "--json")
+    assert json.loads(r.stdout)["nodes"] == 3
+
+
+def test_help_lists_exit_codes():
+    r = run("--help")
+    assert "Exit codes:" in r.output and "4  infeasible" in r.output

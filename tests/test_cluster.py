@@ -1,0 +1,57 @@
+import json
+
+import numpy as np
+import pytest
+
+from pardnn.cluster import Cluster, Device, cluster_from_dict, load_cluster, save_cluster
+from pardnn.errors import ClusterError
+
+SPEC_EXAMPLE = {
+    "format": "pardnn.cluster", "version": 1,
+    "devices": [{"name": "/device:GPU:0", "memory_bytes": 17179869184, "speed": 1.0},
+                {"name": "/device:GPU:1", "memory_bytes": 17179869184, "speed": 1.0}],
+    "latency_us": 25.0, "bandwidth_bytes_per_us": 12000.0, "links": None,
+}
+
+
+def test_spec_example():
+    c = cluster_from_dict(SPEC_EXAMPLE)
+    assert c.num_devices == 2
+    assert c.capacity.tolist() == [17179869184, 17179869184]
+    assert c.transfer_time_us(0, 1, 12000) == 26.0
+    assert c.transfer_time_us(1, 1, 12000) == 0.0
+
+
+def test_links_override_pairs_and_round_trip(tmp_path):
+    d = dict(SPEC_EXAMPLE)
+    d["links"] = [[None, {"latency_us": 2.0, "bandwidth_bytes_per_us": 100000.0}],
+                  [{"latency_us": 30.0}, None]]
+    c = cluster_from_dict(d)
+    assert c.latency.tolist() == [[0.0, 2.0], [30.0, 0.0]]
+    assert c.bandwidth[0, 1] == 100000.0 and c.bandwidth[1, 0] == 12000.0
+    path = save_cluster(c, tmp_path / "c.json")
+    c2 = load_cluster(path)
+    assert np.array_equal(c2.latency, c.latency) and np.array_equal(c2.bandwidth, c.bandwidth)
+    assert json.loads(path.read_text())["format"] == "pardnn.cluster"
+
+
+def test_unlimited_memory_and_heterogeneous_devices():
+    c = Cluster((Device("a", None, 1.0), Device("b", 2**30, 2.5)))
+    assert np.isinf(c.capacity[0]) and c.speed.tolist() == [1.0, 2.5]
+    assert c.with_memory(100).capacity.tolist() == [100, 100]
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"devices": []}, "non-empty list"),
+    ({"devices": [{"name": "x", "speed": 0}]}, "speed must be positive"),
+    ({"devices": [{"name": "x", "memory_bytes": -5}]}, "memory_bytes must be non-negative"),
+    ({"devices": [{"name": "x"}, {"name": "x"}]}, "appears twice"),
+    ({"bandwidth_bytes_per_us": 0}, "must be positive"),
+    ({"links": [[None]]}, "2x2 matrix"),
+    ({"format": "pardnn.graph"}, "expected 'pardnn.cluster'"),
+])
+def test_bad_clusters(patch, message):
+    d = dict(SPEC_EXAMPLE)
+    d.update(patch)
+    with pytest.raises(ClusterError, match=message):
+        cluster_from_dict(d, source="c.json")

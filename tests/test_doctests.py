@@ -1,0 +1,15 @@
+"""Run the examples in the core modules' docstrings."""
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api", "pardnn.synthetic",
+           "frontends.common"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,173 @@
+"""The graph IR: building, invariants, file round trips, networkx."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from pardnn.errors import GraphError, InputError
+from pardnn.ir import GraphBuilder, graph_from_dict, graph_from_networkx, load_graph, save_graph
+
+from .helpers import tiny
+
+SPEC_EXAMPLE = {
+    "format": "pardnn.graph", "version": 1, "name": "transformer-2l",
+    "nodes": [
+        {"name": "dense/kernel", "op": "VarHandleOp", "time_us": 1.0, "output_bytes": [1048576],
+         "persistent_bytes": 1048576, "colocation": "dense/kernel", "phase": "forward"},
+        {"name": "init", "op": "NoOp", "time_us": 0},
+        {"name": "dense/MatMul", "op": "MatMul", "time_us": 12.5, "output_bytes": 4096, "temp_bytes": 0,
+         "persistent_bytes": 0, "colocation": None, "pinned": None},
+    ],
+    "edges": [
+        {"src": "dense/kernel", "dst": "dense/MatMul", "port": 0, "bytes": 1048576},
+        {"src": "init", "dst": "dense/MatMul", "control": True},
+    ],
+    "producer": "a test",
+}
+
+
+def test_spec_example_reads_with_defaults_and_extras():
+    g = graph_from_dict(SPEC_EXAMPLE)
+    assert (g.num_nodes, g.num_edges) == (3, 2)
+    assert g.output_bytes_of(2) == [4096]          # a bare number is one port
+    assert g.edge_control.tolist() == [False, True]
+    assert g.edge_bytes.tolist() == [1048576, 0]   # a control edge has no bytes
+    assert g.group_names == ("dense/kernel",)
+    assert g.pinned.tolist() == [-1, -1, -1]
+    assert g.node_extra[0] == {"phase": "forward"}
+    assert g.meta == {"producer": "a test"}
+
+
+def test_edge_bytes_default_to_the_port_size():
+    g = tiny([("a", 1, [10, 20]), ("b", 1)], [("a", "b", {"port": 1})])
+    assert g.edge_bytes.tolist() == [20]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_round_trip_through_files(tmp_path, suffix):
+    g = graph_from_dict(SPEC_EXAMPLE)
+    path = save_graph(g, tmp_path / f"g{suffix}")
+    if suffix.endswith(".gz"):
+        assert gzip.decompress(path.read_bytes()).startswith(b"{")
+    h = load_graph(path)
+    assert h.names == g.names and h.ops == g.ops
+    for field in ("time_us", "temp_bytes", "persistent_bytes", "port_ptr", "port_bytes", "edge_src", "edge_dst",
+                  "edge_port", "edge_bytes", "edge_control", "colocation", "pinned"):
+        assert np.array_equal(getattr(h, field), getattr(g, field)), field
+    assert h.node_extra == g.node_extra and h.meta == g.meta
+    assert save_graph(h, tmp_path / f"h{suffix}").read_bytes() == path.read_bytes()   # deterministic bytes
+
+
+def test_networkx_round_trip():
+    g = graph_from_dict(SPEC_EXAMPLE)
+    G = g.to_networkx()
+    assert isinstance(G, nx.MultiDiGraph)
+    assert G.nodes["dense/MatMul"]["time_us"] == 12.5
+    assert G.edges["init", "dense/MatMul", 0]["control"] is True
+    h = graph_from_networkx(G)
+    assert h.names == g.names
+    assert np.array_equal(h.edge_bytes, g.edge_bytes)
+    assert h.group_names == g.group_names
+    # a plain DiGraph with no attributes works too
+    D = nx.DiGraph([("x", "y"), ("y", "z")])
+    k = graph_from_networkx(D, name="plain")
+    assert k.names == ("x", "y", "z") and k.time_us.tolist() == [0, 0, 0]
+
+
+def test_cycle_is_rejected_naming_a_node_on_it():
+    """
+        a -> b -> c -> d
+             ^         |
+             +---------+        the cycle is b, c, d; e hangs off it
+                  d -> e
+    """
+    with pytest.raises(GraphError, match=r"cycle through node '[bcd]'"):
+        tiny([("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1)],
+             [("a", "b"), ("b", "c"), ("c", "d"), ("d", "b"), ("d", "e")])
+
+
+def test_self_loop_is_a_cycle():
+    with pytest.raises(GraphError, match="cycle through node 'a'"):
+        tiny([("a", 1)], [("a", "a")])
+
+
+@pytest.mark.parametrize("node, message", [
+    ({"name": "x", "time_us": -1}, "node 'x': time_us must be a non-negative number"),
+    ({"name": "x", "time_us": "fast"}, "node 'x': time_us must be a number"),
+    ({"name": "x", "output_bytes": [4, -2]}, "node 'x': output_bytes must be a non-negative"),
+    ({"name": "x", "temp_bytes": float("nan")}, "node 'x': temp_bytes must be a non-negative"),
+    ({"name": "x", "pinned": -1}, "node 'x': pinned must be a device index"),
+    ({"name": "x", "colocation": 3}, "node 'x': colocation must be a group name"),
+])
+def test_bad_costs_name_the_node(node, message):
+    with pytest.raises(GraphError, match=message):
+        graph_from_dict({"format": "pardnn.graph", "version": 1, "nodes": [node], "edges": []}, source="g.json")
+
+
+def test_dangling_edge_names_the_unknown_node():
+    d = {"format": "pardnn.graph", "nodes": [{"name": "a"}], "edges": [{"src": "a", "dst": "ghost"}]}
+    with pytest.raises(GraphError, match="g.json: edge 'a' -> 'ghost': unknown destination node 'ghost'"):
+        graph_from_dict(d, source="g.json")
+
+
+def test_duplicate_names_are_rejected():
+    d = {"format": "pardnn.graph", "nodes": [{"name": "a"}, {"name": "a"}], "edges": []}
+    with pytest.raises(GraphError, match="duplicate node name 'a'"):
+        graph_from_dict(d)
+
+
+def test_wrong_format_or_version():
+    with pytest.raises(GraphError, match="expected 'pardnn.graph'"):
+        graph_from_dict({"format": "something", "nodes": []})
+    with pytest.raises(GraphError, match="unsupported pardnn.graph version 7"):
+        graph_from_dict({"format": "pardnn.graph", "version": 7, "nodes": []})
+
+
+def test_unreadable_files_give_input_errors(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_graph(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "pardnn.graph", "nodes": [}')
+    with pytest.raises(InputError, match=r"bad.json: invalid JSON at line 1 column \d+"):
+        load_graph(bad)
+    gz = tmp_path / "bad.json.gz"
+    gz.write_bytes(b"\x1f\x8bnot really gzip")
+    with pytest.raises(InputError, match="not a valid gzip file"):
+        load_graph(gz)
+
+
+def test_csr_and_units():
+    """
+    a --> c <-- b       a, b in group "g"; c alone
+    """
+    g = tiny([("a", 1, 0, {"colocation": "g"}), ("b", 1, 0, {"colocation": "g"}), ("c", 1)],
+             [("a", "c"), ("b", "c")])
+    assert g.successors(0).tolist() == [2]
+    assert g.predecessors(2).tolist() == [0, 1]
+    assert g.unit.tolist() == [0, 0, 1]
+    assert [m.tolist() for m in g.groups] == [[0, 1]]
+
+
+def test_permuted_keeps_structure():
+    b = GraphBuilder("p")
+    b.add_node("c", time_us=3, output_bytes=[1, 2])
+    b.add_node("a", time_us=1, output_bytes=[5])
+    b.add_edge("a", "c", bytes=5)
+    g = b.build()
+    h = g.permuted(np.array([1, 0]))
+    assert h.names == ("a", "c")
+    assert h.time_us.tolist() == [1, 3]
+    assert h.output_bytes_of(0) == [5] and h.output_bytes_of(1) == [1, 2]
+    assert (h.edge_src.tolist(), h.edge_dst.tolist()) == ([0], [1])
+
+
+def test_file_is_json_with_spec_fields(tmp_path):
+    g = tiny([("a", 1, 8)], [])
+    d = json.loads(save_graph(g, tmp_path / "g.json").read_text())
+    assert d["format"] == "pardnn.graph" and d["version"] == 1
+    assert d["nodes"] == [{"name": "a", "op": "Op", "time_us": 1.0, "output_bytes": [8]}]

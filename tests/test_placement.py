@@ -1,0 +1,67 @@
+import json
+
+import numpy as np
+import pytest
+
+from pardnn.errors import PlacementError
+from pardnn.placement import Placement, load_placement, save_placement
+
+from .helpers import tiny
+
+
+@pytest.fixture
+def g():
+    return tiny([("a", 1), ("b", 1), ("c/d e", 1)], [("a", "b")])
+
+
+def test_json_round_trip_matches_spec(tmp_path, g):
+    p = Placement(np.array([0, 1, 1]), ("/device:GPU:0", "/device:GPU:1"), g.name,
+                  {"makespan_us": 3.0, "peak_bytes": [0, 0], "feasible": True})
+    path = save_placement(p, g, tmp_path / "p.json")
+    d = json.loads(path.read_text())
+    assert d == {"format": "pardnn.placement", "version": 1, "graph": "tiny",
+                 "devices": ["/device:GPU:0", "/device:GPU:1"],
+                 "assignment": {"a": 0, "b": 1, "c/d e": 1},
+                 "predicted": {"makespan_us": 3.0, "peak_bytes": [0, 0], "feasible": True}}
+    q = load_placement(path, g)
+    assert q.same_as(p) and q.predicted == p.predicted
+
+
+def test_place_text_round_trip_splits_at_the_last_space(tmp_path, g):
+    p = Placement(np.array([2, 0, 1]), ("d0", "d1", "d2"), g.name)
+    path = save_placement(p, g, tmp_path / "p.place")
+    assert path.read_text().splitlines() == ["a 2", "b 0", "c/d e 1"]
+    q = load_placement(path, g, num_devices=3)
+    assert q.assignment.tolist() == [2, 0, 1]
+
+
+def _write(tmp_path, assignment, devices=("x", "y")):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "pardnn.placement", "version": 1, "graph": "other",
+                                "devices": list(devices), "assignment": assignment}))
+    return path
+
+
+def test_missing_nodes(tmp_path, g):
+    with pytest.raises(PlacementError, match="1 node\\(s\\) of graph 'tiny' have no device, for example 'c/d e'"):
+        load_placement(_write(tmp_path, {"a": 0, "b": 1}), g)
+
+
+def test_unknown_node_mentions_the_other_graph(tmp_path, g):
+    with pytest.raises(PlacementError, match="node 'zzz' is not in graph 'tiny'.*made for graph 'other'"):
+        load_placement(_write(tmp_path, {"a": 0, "b": 1, "c/d e": 0, "zzz": 1}), g)
+
+
+def test_device_out_of_range(tmp_path, g):
+    with pytest.raises(PlacementError, match="node 'b' is on device 5, but the placement lists 2 devices"):
+        load_placement(_write(tmp_path, {"a": 0, "b": 5, "c/d e": 0}), g)
+
+
+def test_place_text_errors(tmp_path, g):
+    path = tmp_path / "bad.place"
+    path.write_text("a 0\nb x\n")
+    with pytest.raises(PlacementError, match="bad.place:2: device of 'b' must be an integer"):
+        load_placement(path, g)
+    path.write_text("a 0\na 1\n")
+    with pytest.raises(PlacementError, match="placed twice"):
+        load_placement(path, g)
