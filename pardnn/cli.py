@@ -108,8 +108,10 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
       pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 1.5GiB -o vgg.placement.json
       pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 1.5GiB --json
     """
+    from .progress import Progress
+
     ctx.ensure_object(dict)
-    ctx.obj.update(quiet=quiet, verbose=verbose, debug=debug)
+    ctx.obj.update(quiet=quiet, verbose=verbose, debug=debug, progress=Progress(enabled=not quiet))
     _setup_logging(quiet, verbose)
 
 
@@ -334,10 +336,13 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         if out:
             refuse_overwrite(out, input_path, cluster_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
-    g = _load_graph(input_path)
+    progress = ctx.obj["progress"]
+    with progress.stage(f"reading {input_path}"):
+        g = _load_graph(input_path)
     t0 = time.perf_counter()
     method = method or DEFAULT_METHOD
-    plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible)
+    with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
+        plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible)
     seconds = time.perf_counter() - t0
     save_placement(plan, g, output)
     if place_path:
@@ -360,7 +365,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 @click.argument("placement", type=click.Path())
 @cluster_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
-def simulate(graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
+@click.pass_context
+def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
              device_prefix, as_json: bool) -> None:
     """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
 
@@ -374,7 +380,9 @@ def simulate(graph: str, placement: str, cluster_path, devices, memory, speed, b
     from .machine import simulate as run_sim
     from .placement import load_placement
 
-    g = _load_graph(graph)
+    progress = ctx.obj["progress"]
+    with progress.stage(f"reading {graph}"):
+        g = _load_graph(graph)
     pl = load_placement(placement, g)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
                             default_devices=pl.num_devices)
@@ -382,7 +390,8 @@ def simulate(graph: str, placement: str, cluster_path, devices, memory, speed, b
     if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
         raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
                          f"{cluster.num_devices}")
-    sched = run_sim(g, cluster, pl)
+    with progress.stage(f"simulating {g.num_nodes:,} ops"):
+        sched = run_sim(g, cluster, pl)
     if as_json:
         out = sched.predicted()
         out.update({

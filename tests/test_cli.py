@@ -154,3 +154,11 @@ def test_import_peer_format(tmp_path):
 def test_help_lists_exit_codes():
     r = run("--help")
     assert "Exit codes:" in r.output and "4  infeasible" in r.output
+
+
+def test_verbose_logs_stage_timings_and_quiet_silences(tmp_path, graph_file):
+    r = run("-v", "partition", graph_file, "-k", 2, "-o", tmp_path / "p.json")
+    assert r.exit_code == 0
+    assert "pardnn: reading" in r.stderr and "placing 6 ops with m-topo:" in r.stderr
+    r = run("-q", "partition", graph_file, "-k", 2, "-o", tmp_path / "p.json")
+    assert r.exit_code == 0 and r.stderr == ""
