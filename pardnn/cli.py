@@ -179,9 +179,46 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
     return Cluster(tuple(Device(f"{device_prefix}{i}", mem[i], spd[i]) for i in range(k)), **kwargs)
 
 
-def _load_graph(path: str, **options: Any):
+def frontend_options(f):
+    """Flags that reach the frontends (TensorFlow, ONNX, peers) through `FrontendOptions`."""
+    options = [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: detected)."),
+        click.option("--signature", help="SavedModel signature to import (default: the training step if there is "
+                                         "one, else serving_default)."),
+        click.option("--profile", "profile_steps", type=click.IntRange(0), default=0, show_default=True,
+                     help="Profile this many steps for real op times (0 = roofline estimate)."),
+        click.option("--batch-size", type=click.IntRange(1), help="Value for unknown batch dimensions."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help="Value for a named dynamic dimension (repeatable)."),
+        click.option("--device-profile", default="h100", show_default=True,
+                     help="Device preset for estimated op times: h100, a100, v100, t4, cpu."),
+        click.option("--keep-unexecuted", is_flag=True, help="ParDNN DOT input: keep ops a step never runs."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+FORMATS = ["pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef", "onnx"]
+
+
+def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size=None, dims=(),
+                          device_profile="h100", keep_unexecuted=False):
+    from .inputs import FrontendOptions
+
+    parsed = {}
+    for item in dims:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.strip().isdigit():
+            raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
+        parsed[key.strip()] = int(value)
+    return FrontendOptions(name=name, signature=signature, profile_steps=profile_steps, batch_size=batch_size,
+                           dims=parsed, device_profile=device_profile, keep_unexecuted=keep_unexecuted)
+
+
+def _load_graph(path: str, fmt: str | None = None, options=None):
     from .inputs import load_input
-    return load_input(path, **options)
+    return load_input(path, fmt=fmt, options=options)
 
 
 def _echo_json(obj: Any) -> None:
@@ -315,9 +352,11 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("--allow-infeasible", is_flag=True,
               help="Write the placement even when it breaks a memory limit (exit code stays 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@frontend_options
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
-              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool) -> None:
+              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, fmt, signature,
+              profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
     INPUT is a pardnn.graph file or anything `pardnn import` reads. The
@@ -337,8 +376,9 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
             refuse_overwrite(out, input_path, cluster_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
     progress = ctx.obj["progress"]
+    opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {input_path}"):
-        g = _load_graph(input_path)
+        g = _load_graph(input_path, fmt, opts)
     t0 = time.perf_counter()
     method = method or DEFAULT_METHOD
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
@@ -417,24 +457,25 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
 @click.argument("model", type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Where to write the pardnn.graph (.json or .json.gz).")
-@click.option("--format", "fmt", type=click.Choice(["pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel",
-                                                    "graphdef", "onnx"]),
-              help="Input format (default: detected from the path).")
 @click.option("--name", help="Graph name to record (default: from the file name).")
-def import_cmd(model: str, output: str, fmt: str | None, name: str | None) -> None:
+@frontend_options
+@click.pass_context
+def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fmt, signature, profile_steps,
+               batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Convert MODEL to a pardnn.graph file.
 
     \b
     Examples:
       pardnn import ../shared/data/pipedream/vgg16/graph.txt -o vgg16.json.gz
       pardnn import ../shared/data/pardnn_v1/vgg/vgg_dot.dot -o vgg.json.gz
+      pardnn import saved_model_dir --signature train_step --profile 5 -o model.json.gz
     """
-    from .inputs import load_input
     from .ir import save_graph
 
     refuse_overwrite(output, model)
-    opts = {"name": name} if name else {}
-    g = load_input(model, fmt=fmt, **opts)
+    opts = make_frontend_options(name, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
+    with ctx.obj["progress"].stage(f"importing {model}"):
+        g = _load_graph(model, fmt, opts)
     save_graph(g, output)
     click.echo(f"wrote {output}: {g.num_nodes:,} ops, {g.num_edges:,} edges, "
                f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups")

@@ -11,12 +11,36 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from .errors import InputError
+from .errors import InputError, MissingDependencyError
 from .fileio import read_bytes, read_json
 from .ir import GRAPH_FORMAT, OpGraph, graph_from_dict
+
+
+@dataclass(frozen=True)
+class FrontendOptions:
+    """What a user can tell a frontend (the ``pardnn import`` / ``partition`` flags).
+
+    Each frontend reads the fields that concern it and ignores the rest.
+    """
+
+    name: str | None = None
+    """Graph name to record (default: from the file name)."""
+    signature: str | None = None
+    """SavedModel signature to import (TensorFlow)."""
+    profile_steps: int = 0
+    """Run this many profiled steps for op times; 0 = the roofline estimate."""
+    batch_size: int | None = None
+    """Value for unknown batch dimensions (never silently 1)."""
+    dims: Mapping[str, int] = field(default_factory=dict)
+    """Values for named dynamic dimensions (ONNX ``--dim name=value``)."""
+    device_profile: str = "h100"
+    """Roofline device preset for estimated op times (see frontends.roofline)."""
+    keep_unexecuted: bool = False
+    """ParDNN DOT: keep ops a training step never runs."""
 
 
 def detect_format(path: str | Path) -> str:
@@ -51,9 +75,11 @@ def detect_format(path: str | Path) -> str:
                      "an MSR .json or a ParDNN .dot")
 
 
-def load_input(path: str | Path, *, fmt: str | None = None, **options: Any) -> OpGraph:
-    """Load ``path`` as a graph; ``options`` go to the frontend (batch size, profile steps, ...)."""
+def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
+    """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
     fmt = fmt or detect_format(path)
+    opts = options or FrontendOptions()
+    named = {"name": opts.name} if opts.name else {}
     if fmt == "pardnn":
         d = read_json(path)
         if isinstance(d, dict) and d.get("format") not in (None, GRAPH_FORMAT) and "nodes" not in d:
@@ -61,29 +87,27 @@ def load_input(path: str | Path, *, fmt: str | None = None, **options: Any) -> O
         return graph_from_dict(d, source=str(path))
     if fmt == "msr":
         from frontends.peers.msr import load_msr
-        return load_msr(path, **options)
+        return load_msr(path, **named)
     if fmt == "pipedream":
         from frontends.peers.pipedream import load_pipedream
-        return load_pipedream(path, **options)
+        return load_pipedream(path, **named)
     if fmt == "pardnn-dot":
         from frontends.peers.pardnn_text import load_pardnn_dot
-        return load_pardnn_dot(path, **options)
+        return load_pardnn_dot(path, keep_unexecuted=opts.keep_unexecuted, **named)
     if fmt in ("savedmodel", "graphdef"):
         try:
             from frontends.tensorflow import load_tensorflow
         except ImportError as exc:
-            from .errors import MissingDependencyError
             raise MissingDependencyError(f"{path}: reading TensorFlow models needs the 'tf' extra "
                                          f"(pip install 'pardnn[tf]'): {exc}") from None
-        return load_tensorflow(path, **options)
+        return load_tensorflow(path, opts)
     if fmt == "onnx":
         try:
             from frontends.onnx import load_onnx
         except ImportError as exc:
-            from .errors import MissingDependencyError
             raise MissingDependencyError(f"{path}: reading ONNX models needs the 'onnx' extra "
                                          f"(pip install 'pardnn[onnx]'): {exc}") from None
-        return load_onnx(path, **options)
+        return load_onnx(path, opts)
     raise InputError(f"{path}: unknown input format {fmt!r}")
 
 

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api", "pardnn.synthetic",
-           "frontends.common"]
+           "frontends.common", "frontends.roofline"]
 
 
 @pytest.mark.parametrize("name", MODULES)
