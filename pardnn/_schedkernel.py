@@ -124,12 +124,13 @@ def _q_pop(qt, qi, base, n):
 
 @njit
 def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, cptr, cdst, clat):
-    """Simulate one step; return (start, finish, tstart, tfinish)."""
+    """Simulate one step; return (start, finish, ready, tstart, tfinish)."""
     V = dev.shape[0]
     T = tdur.shape[0]
     L = K * K
     start = np.zeros(V)
     finish = np.zeros(V)
+    ready = np.zeros(V)
     tstart = np.zeros(T)
     tfinish = np.zeros(T)
     pending = indeg.copy()
@@ -217,6 +218,7 @@ def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, 
                     pending[u] -= 1
                     if pending[u] == 0:
                         du = dev[u]
+                        ready[u] = now
                         rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, u)
                         if not dflag[du]:
                             dflag[du] = True
@@ -243,6 +245,7 @@ def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, 
                     pending[u] -= 1
                     if pending[u] == 0:
                         du = dev[u]
+                        ready[u] = now
                         rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, u)
                         if not dflag[du]:
                             dflag[du] = True
@@ -252,9 +255,10 @@ def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, 
                 pending[x] -= 1
                 if pending[x] == 0:
                     du = dev[x]
+                    ready[x] = now
                     rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, x)
                     if not dflag[du]:
                         dflag[du] = True
                         dlist[dn] = du
                         dn += 1
-    return start, finish, tstart, tfinish
+    return start, finish, ready, tstart, tfinish

@@ -20,11 +20,18 @@ from .machine import Schedule, simulate
 from .placement import Placement
 from .units import format_bytes
 
-DEFAULT_METHOD = "m-topo"
+DEFAULT_METHOD = "pardnn"
+
+
+def all_methods() -> dict:
+    """Every placement method by name: the pardnn pipeline and the baselines."""
+    from . import partitioner
+
+    return {partitioner.METHOD: partitioner.place, **PLACERS}
 
 
 def methods() -> list[str]:
-    return sorted(PLACERS)
+    return sorted(all_methods(), key=lambda m: (m != DEFAULT_METHOD, m))
 
 
 def evaluate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> Schedule:
@@ -69,15 +76,17 @@ def infeasible_message(g: OpGraph, cluster: Cluster, sched: Schedule, method: st
     return f"{method} produced an invalid placement: {sched.violations[0].message}"
 
 
-def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD,
-              require_feasible: bool = True) -> tuple[Placement, Schedule]:
+def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, require_feasible: bool = True,
+              progress=None, timings: list | None = None) -> tuple[Placement, Schedule]:
     """Place ``g`` on ``cluster`` and simulate the result.
 
     Raises `InfeasibleError` (with the bytes short) when the placement breaks
     a memory limit and ``require_feasible`` is set. Pins to devices the
-    cluster does not have are an input error.
+    cluster does not have are an input error. For the pardnn pipeline, the
+    pass timings are appended to ``timings`` when a list is given.
     """
-    if method not in PLACERS:
+    registry = all_methods()
+    if method not in registry:
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)
     if bad_pin.size:
@@ -87,7 +96,14 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD,
     bound = capacity_lower_bound_violation(g, cluster)
     if bound and require_feasible:
         raise InfeasibleError(f"no feasible placement exists: {bound[0]}", short_bytes=bound[1])
-    plan = PLACERS[method](g, cluster)
+    if method == DEFAULT_METHOD:
+        from . import partitioner
+
+        plan, _, pass_timings = partitioner.run(g, cluster, progress=progress)
+        if timings is not None:
+            timings.extend(pass_timings)
+    else:
+        plan = registry[method](g, cluster)
     sched = simulate(g, cluster, plan)
     plan = plan.with_predicted(sched.predicted())
     if require_feasible and not sched.feasible:

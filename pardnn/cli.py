@@ -352,10 +352,12 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("--allow-infeasible", is_flag=True,
               help="Write the placement even when it breaks a memory limit (exit code stays 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--time-passes", is_flag=True, help="Print each pipeline pass's time on stderr.")
 @frontend_options
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
-              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, fmt, signature,
+              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
+              fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -381,9 +383,14 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         g = _load_graph(input_path, fmt, opts)
     t0 = time.perf_counter()
     method = method or DEFAULT_METHOD
+    timings: list = []
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
-        plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible)
+        plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
+                                    progress=progress, timings=timings)
     seconds = time.perf_counter() - t0
+    if time_passes and timings:
+        from .pipeline import format_timings
+        click.echo(format_timings(timings), err=True)
     save_placement(plan, g, output)
     if place_path:
         save_placement(plan, g, place_path)
@@ -479,6 +486,85 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
     save_graph(g, output)
     click.echo(f"wrote {output}: {g.num_nodes:,} ops, {g.num_edges:,} edges, "
                f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups")
+
+
+def _default_data_dir() -> Path | None:
+    here = Path(__file__).resolve().parent.parent
+    for c in (Path.cwd() / ".." / "shared" / "data", here.parent / "shared" / "data"):
+        if (c / "README.md").exists():
+            return c.resolve()
+    return None
+
+
+@cli.command()
+@click.option("--suite", default="quick", show_default=True,
+              type=click.Choice(["quick", "samples", "real", "synthetic", "full"]),
+              help="quick: the samples and a 10k synthetic graph; full: every real graph, the samples and "
+                   "synthetic 10k/50k/200k graphs.")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False), help="The peer data directory "
+              "(default: ../shared/data).")
+@click.option("--methods", help="Comma list of methods (default: all; see partition --list-methods).")
+@click.option("--k", "ks", default="2,4,8", show_default=True, help="Device counts.")
+@click.option("--regimes", default="loose,tight", show_default=True, help="Memory regimes.")
+@click.option("--synthetic-sizes", default="10000,50000,200000", show_default=True)
+@click.option("--max-nodes", type=int, help="Skip graphs larger than this.")
+@click.option("--scaling/--no-scaling", default=True, show_default=True,
+              help="Also find each method's smallest feasible memory capacity by bisection.")
+@click.option("--scaling-max-nodes", default=20000, show_default=True,
+              help="Only run the memory-scaling bisection on graphs up to this size.")
+@click.option("-o", "--output", "outdir", default="bench-out", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for results.csv, results.json, scaling.csv and makespan.png.")
+@click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the tables as Markdown here "
+              "(e.g. benchmarks/RESULTS.md).")
+@click.option("--tables/--no-tables", default=True, show_default=True, help="Print one table per case.")
+@click.pass_context
+def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthetic_sizes, max_nodes, scaling,
+          scaling_max_nodes, outdir, markdown, tables) -> None:
+    """Run every placer on a suite of graphs and compare them with the machine model.
+
+    Prints a table per case (makespan, feasibility, peak memory against
+    capacity, placement time, ours / the best feasible baseline), then a
+    summary; writes CSV, JSON and a plot.
+
+    \b
+    Examples:
+      pardnn bench                               # quick: samples + a 10k synthetic graph
+      pardnn bench --suite full --markdown benchmarks/RESULTS.md
+    """
+    import shlex
+    import sys as _sys
+
+    from . import bench as B
+    from .api import DEFAULT_METHOD, all_methods
+
+    registry = all_methods()
+    names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in names if m not in registry]
+    if unknown:
+        raise click.BadParameter(f"unknown method(s) {', '.join(unknown)}", param_hint="--methods")
+    k_list = _list_of(int, ks, "--k")
+    regime_list = [r.strip() for r in regimes.split(",")]
+    for r in regime_list:
+        if r not in B.REGIMES:
+            raise click.BadParameter(f"unknown regime {r!r}", param_hint="--regimes")
+    data = Path(data_dir) if data_dir else _default_data_dir()
+    samples_dir = Path(__file__).resolve().parent.parent / "sample_graphs"
+    sources = B.suite(suite, data_dir=data, samples_dir=samples_dir,
+                      synthetic_sizes=_list_of(int, synthetic_sizes, "--synthetic-sizes"))
+    result = B.run_bench(sources, methods=names, ks=k_list, regimes=regime_list, ours=DEFAULT_METHOD,
+                         scaling=scaling, scaling_max_nodes=scaling_max_nodes, max_nodes=max_nodes,
+                         progress=ctx.obj["progress"])
+    if tables:
+        click.echo(B.case_tables(result))
+    click.echo(B.summary_table(result))
+    paths = B.write_outputs(result, Path(outdir))
+    if markdown:
+        from .fileio import atomic_write
+        command = "pardnn " + " ".join(shlex.quote(a) for a in _sys.argv[2:]) if len(_sys.argv) > 2 else \
+            "pardnn bench"
+        atomic_write(markdown, B.markdown_report(result, command=command))
+        paths.append(Path(markdown))
+    click.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
 def main(argv: list[str] | None = None) -> None:

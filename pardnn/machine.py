@@ -86,6 +86,7 @@ class Schedule:
     device: np.ndarray          # device of each node
     start_us: np.ndarray
     finish_us: np.ndarray
+    ready_us: np.ndarray           # when each op became ready (all inputs there)
     transfers: Transfers
     persistent_bytes: np.ndarray   # per device
     peak_bytes: np.ndarray         # per device (persistent included)
@@ -367,7 +368,7 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     dev = _as_assignment(g, cluster, placement)
     K = cluster.num_devices
     plan = _plan(g, cluster, dev)
-    start, finish, tstart, tfinish = _schedule(g, cluster, dev, plan)
+    start, finish, ready, tstart, tfinish = _schedule(g, cluster, dev, plan)
     makespan = max(float(finish.max()) if finish.size else 0.0, float(tfinish.max()) if tfinish.size else 0.0)
     transfers = Transfers(plan.t_src, plan.t_pid - g.port_ptr[plan.t_src], dev[plan.t_src], plan.t_dst,
                           plan.t_bytes, tstart, tfinish)
@@ -381,7 +382,7 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
         transient, peak_t = _peaks(items, K)
         peak = persistent + transient
     violations = _violations(g, cluster, dev, peak if memory else np.zeros(K, np.int64), peak_t)
-    return Schedule(makespan, dev, start, finish, transfers, persistent, peak, peak_t, cluster.capacity.copy(),
+    return Schedule(makespan, dev, start, finish, ready, transfers, persistent, peak, peak_t, cluster.capacity.copy(),
                     tuple(violations), items)
 
 

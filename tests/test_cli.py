@@ -159,6 +159,6 @@ def test_help_lists_exit_codes():
 def test_verbose_logs_stage_timings_and_quiet_silences(tmp_path, graph_file):
     r = run("-v", "partition", graph_file, "-k", 2, "-o", tmp_path / "p.json")
     assert r.exit_code == 0
-    assert "pardnn: reading" in r.stderr and "placing 6 ops with m-topo:" in r.stderr
+    assert "pardnn: reading" in r.stderr and "placing 6 ops with pardnn:" in r.stderr
     r = run("-q", "partition", graph_file, "-k", 2, "-o", tmp_path / "p.json")
     assert r.exit_code == 0 and r.stderr == ""

@@ -1,0 +1,51 @@
+"""The pardnn partitioner: ParDNN's passes composed into the default pipeline.
+
+Step 1 (makespan): `Slice` -> `Map` -> `Refine`. Step 2 (memory) follows in
+`pardnn.passes.memory` when a device would overflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .cluster import Cluster
+from .ir import OpGraph
+from .passes.mapping import Map
+from .passes.refine import Refine
+from .passes.slicing import Slice
+from .pipeline import PassTiming, Pipeline, PlanState
+from .placement import Placement
+from .progress import Progress
+
+METHOD = "pardnn"
+
+
+@dataclass(frozen=True)
+class PardnnOptions:
+    refine_evals: int | None = None
+    """Simulations the refinement may spend (default: by graph size)."""
+    comm_weight: float = 1.0
+    """Weight of communication in the mapping's load balancing (0: ParDNN's pure tie-break)."""
+    try_fewer_devices: bool = True
+    """Let the mapping use fewer devices when that is faster."""
+    refine: bool = True
+
+
+def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
+    o = options or PardnnOptions()
+    passes = [Slice(), Map(comm_weight=o.comm_weight, try_fewer_devices=o.try_fewer_devices)]
+    if o.refine:
+        passes.append(Refine(max_evals=o.refine_evals))
+    return Pipeline(tuple(passes))
+
+
+def run(g: OpGraph, cluster: Cluster, options: PardnnOptions | None = None, *,
+        progress: Progress | None = None) -> tuple[Placement, PlanState, list[PassTiming]]:
+    state, timings = default_pipeline(options).run(g, cluster, PlanState(), progress=progress)
+    meta = {"method": METHOD, "pass_seconds": {t.name: round(t.seconds, 6) for t in timings}}
+    return Placement(state.assignment, cluster.names, g.name, meta=meta), state, timings
+
+
+def place(g: OpGraph, cluster: Cluster) -> Placement:
+    """The placer interface (`pardnn.baselines.Placer`) for benchmarks."""
+    return run(g, cluster)[0]

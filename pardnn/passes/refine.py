@@ -1,0 +1,295 @@
+"""Refinement (ParDNN step 1.3), scored by the SPEC §1 simulator.
+
+ParDNN refines with path swapping and node switching on the critical path,
+estimating the gain. Here every move is judged by the makespan the user will
+be told (an exact simulation), the plan never gets worse, and the best plan
+seen is kept:
+
+1. Simulate the current plan and trace its *critical chain* backwards from
+   the op that finishes last: at each op, either it waited for an input (a
+   local predecessor, a transfer, a control edge) or for its device (the op
+   that ran before it there).
+2. Propose moves along the chain:
+   * across a transfer or cross-device control edge ``p -> c``: move ``c``'s
+     unit to ``p``'s device, ``p``'s unit to ``c``'s, and the segment of
+     ``c``'s slicing path on its device to ``p``'s device ("path swapping");
+   * where an op waited for its busy device: move its unit, or its path
+     segment, to each other device ("node switching").
+   Units are colocation groups (or single ops); pinned units never move.
+3. Rank the moves by an estimated gain (the delay on the chain minus the
+   communication the move adds), simulate them in that order, and accept the
+   first that shortens the step. Stop when no proposal helps or the
+   evaluation budget is spent.
+
+The budget is a number of simulations, not seconds, so the same input gives
+the same plan on any machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..baselines.mtopo import unit_pins
+from ..cluster import Cluster
+from ..costs import CostModel
+from ..evaluate import Evaluator
+from ..ir import OpGraph
+from ..machine import Schedule
+from ..pipeline import PlanState
+
+EDGE, DEVICE = 0, 1
+
+
+def default_budget(g: OpGraph) -> int:
+    """Simulations allowed: many for small graphs, a fixed floor for large ones (each costs O(V+E))."""
+    size = g.num_nodes + g.num_edges
+    return int(np.clip(5e6 / max(size, 1), 150, 3000))
+
+
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """The critical chain, from the last op backwards: parallel arrays, one entry per link."""
+
+    kind: np.ndarray      # EDGE (waited for an input) or DEVICE (waited for its device)
+    src: np.ndarray       # the op waited for
+    dst: np.ndarray       # the op that waited
+    delay_us: np.ndarray  # how long the link held dst back
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+
+def input_arrivals(g: OpGraph, cluster: Cluster, s: Schedule) -> np.ndarray:
+    """When each edge's input reached its consumer (SPEC §1: local, transfer or control arrival)."""
+    dev = s.device
+    src, dst = g.edge_src, g.edge_dst
+    K = cluster.num_devices
+    arr = s.finish_us[src].copy()
+    cross = dev[src] != dev[dst]
+    ctrl = cross & g.edge_control
+    arr[ctrl] += cluster.latency[dev[src[ctrl]], dev[dst[ctrl]]]
+    data = np.flatnonzero(cross & ~g.edge_control)
+    if data.size:
+        t = s.transfers
+        tkey = (g.port_ptr[t.src] + t.port) * K + t.dst_dev
+        key = g.edge_port_id[data] * K + dev[dst[data]]
+        i = np.minimum(np.searchsorted(tkey, key), max(len(tkey) - 1, 0))
+        arr[data] = t.finish_us[i]
+    return arr
+
+
+def critical_chain(g: OpGraph, cluster: Cluster, s: Schedule) -> Chain:
+    """The chain of waits that ends at the op finishing last, traced backwards."""
+    V = g.num_nodes
+    if V == 0:
+        return Chain(*(np.empty(0, dtype=t) for t in (np.int64, np.int64, np.int64, np.float64)))
+    dev, start, finish, ready = s.device, s.start_us, s.finish_us, s.ready_us
+    order = np.lexsort((start, dev))
+    prev = np.full(V, -1, dtype=np.int64)
+    same = dev[order[1:]] == dev[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    arr = input_arrivals(g, cluster, s)
+    # the last input of each op: its in-edge with the latest arrival (first such edge on ties)
+    last_in = np.full(V, -1, dtype=np.int64)
+    if g.num_edges:
+        eorder = np.lexsort((np.arange(g.num_edges), -arr, g.edge_dst))
+        firsts = eorder[np.concatenate([[True], g.edge_dst[eorder[1:]] != g.edge_dst[eorder[:-1]]])]
+        last_in[g.edge_dst[firsts]] = firsts
+    waited = start > ready + 1e-9
+    kinds, srcs, dsts, delays = [], [], [], []
+    v = int(np.argmax(finish))
+    seen = set()
+    while v not in seen:
+        seen.add(v)
+        if waited[v] and prev[v] >= 0:
+            u = int(prev[v])
+            kinds.append(DEVICE); srcs.append(u); dsts.append(v); delays.append(start[v] - ready[v])
+            v = u
+            continue
+        e = last_in[v]
+        if e < 0:
+            break
+        u = int(g.edge_src[e])
+        kinds.append(EDGE); srcs.append(u); dsts.append(v); delays.append(arr[e] - finish[u])
+        v = u
+    return Chain(np.asarray(kinds, dtype=np.int64), np.asarray(srcs, dtype=np.int64),
+                 np.asarray(dsts, dtype=np.int64), np.asarray(delays, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class _Move:
+    gain: float
+    nodes: tuple[int, ...]   # representative nodes; their whole units move
+    target: int
+    label: str
+
+
+class _Mover:
+    """Turns proposals into assignments, keeping units whole and pins fixed."""
+
+    def __init__(self, g: OpGraph, clustering):
+        self.g = g
+        self.unit = g.unit
+        n_units = int(self.unit.max()) + 1 if g.num_nodes else 0
+        order = np.argsort(self.unit, kind="stable")
+        counts = np.bincount(self.unit, minlength=n_units)
+        self.unit_ptr = np.concatenate([[0], np.cumsum(counts)])
+        self.unit_members = order
+        self.pinned_unit = unit_pins(g) >= 0
+        self.cluster = clustering.cluster if clustering is not None else None
+        if self.cluster is not None:
+            corder = np.argsort(self.cluster, kind="stable")
+            ccounts = np.bincount(self.cluster, minlength=clustering.num_clusters)
+            self.cl_ptr = np.concatenate([[0], np.cumsum(ccounts)])
+            self.cl_members = corder
+
+    def members(self, u: int) -> np.ndarray:
+        return self.unit_members[self.unit_ptr[u]:self.unit_ptr[u + 1]]
+
+    def path_segment(self, v: int, dev: np.ndarray) -> np.ndarray:
+        """Nodes of ``v``'s slicing path that share ``v``'s device."""
+        if self.cluster is None:
+            return np.array([v])
+        c = self.cluster[v]
+        nodes = self.cl_members[self.cl_ptr[c]:self.cl_ptr[c + 1]]
+        return nodes[dev[nodes] == dev[v]]
+
+    def apply(self, dev: np.ndarray, nodes, target: int) -> np.ndarray | None:
+        units = np.unique(self.unit[np.asarray(nodes, dtype=np.int64)])
+        units = units[~self.pinned_unit[units]]
+        if units.size == 0:
+            return None
+        moved = np.concatenate([self.members(int(u)) for u in units])
+        if np.all(dev[moved] == target):
+            return None
+        out = dev.copy()
+        out[moved] = target
+        return out
+
+
+def comm_by_device(g: OpGraph, cm: CostModel, dev: np.ndarray, K: int) -> np.ndarray:
+    """``A[v, d]``: communication cost of ``v``'s edges whose other end is on device ``d``."""
+    A = np.zeros((g.num_nodes, K))
+    np.add.at(A, (g.edge_src, dev[g.edge_dst]), cm.c)
+    np.add.at(A, (g.edge_dst, dev[g.edge_src]), cm.c)
+    return A
+
+
+def free_at(s: Schedule, K: int, t: np.ndarray) -> np.ndarray:
+    """``F[i, d]``: when device ``d`` is next free at or after time ``t[i]``."""
+    out = np.repeat(t[:, None], K, axis=1).astype(np.float64)
+    for d in range(K):
+        on = np.flatnonzero(s.device == d)
+        if on.size == 0:
+            continue
+        order = on[np.argsort(s.start_us[on], kind="stable")]
+        st, fi = s.start_us[order], s.finish_us[order]
+        j = np.searchsorted(st, t, side="right") - 1
+        running = (j >= 0) & (fi[np.maximum(j, 0)] > t)
+        out[running, d] = fi[j[running]]
+    return out
+
+
+def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Chain, mover: _Mover, *,
+            top_links: int = 64) -> list[_Move]:
+    """Moves along the chain's ``top_links`` longest waits, best estimated gain first."""
+    K = cluster.num_devices
+    dev = s.device
+    if len(chain) == 0:
+        return []
+    pick = np.argsort(-chain.delay_us, kind="stable")[:top_links]
+    pick = pick[chain.delay_us[pick] > 0]
+    A = comm_by_device(g, cm, dev, K)
+    moves: list[_Move] = []
+    dev_links = pick[chain.kind[pick] == DEVICE]
+    frees = free_at(s, K, s.ready_us[chain.dst[dev_links]]) if dev_links.size else None
+    row = {int(i): r for r, i in enumerate(dev_links.tolist())}
+    for i in pick.tolist():
+        p, c, delay = int(chain.src[i]), int(chain.dst[i]), float(chain.delay_us[i])
+        if chain.kind[i] == EDGE:
+            a, b = int(dev[p]), int(dev[c])
+            if a == b:
+                continue
+            moves.append(_Move(delay - (A[c, b] - A[c, a]), (c,), a, "pull consumer"))
+            moves.append(_Move(delay - (A[p, a] - A[p, b]), (p,), b, "push producer"))
+            seg = mover.path_segment(c, dev)
+            if seg.size > 1:
+                moves.append(_Move(delay, tuple(seg.tolist()), a, "pull path"))
+        else:
+            here = int(dev[c])
+            wait_free = frees[row[i]] - s.ready_us[c]
+            for e in range(K):
+                if e == here:
+                    continue
+                pen = A[c, here] - A[c, e]
+                gain = delay - pen - wait_free[e]
+                moves.append(_Move(gain, (c,), e, "switch node"))
+                seg = mover.path_segment(c, dev)
+                if seg.size > 1:
+                    moves.append(_Move(gain * 0.9, tuple(seg.tolist()), e, "switch path"))
+    moves.sort(key=lambda m: (-m.gain, m.target, m.nodes[:4], m.label))
+    out, seen = [], set()
+    for m in moves:
+        if m.gain <= 0:
+            continue
+        key = (m.nodes if len(m.nodes) < 8 else (m.nodes[0], len(m.nodes), m.nodes[-1]), m.target)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class Refine:
+    name: ClassVar[str] = "refine"
+    max_evals: int | None = None
+    """Simulations allowed (default: `default_budget` by graph size)."""
+    max_rounds: int = 1000
+    """Stop after this many accepted moves."""
+    top_links: int = 64
+    """Propose moves along this many of the chain's longest waits per round."""
+    patience: int = 24
+    """End a round after this many rejected proposals in a row, and retrace the chain."""
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        if state.assignment is None:
+            raise ValueError("refine needs an assignment: run the map pass first")
+        if cluster.num_devices == 1 or g.num_nodes == 0:
+            return state
+        budget = self.max_evals if self.max_evals is not None else default_budget(g)
+        ev = Evaluator(g, cluster)
+        cm = CostModel.build(g, cluster)
+        mover = _Mover(g, state.clustering)
+        cur = state.assignment.copy()
+        s = ev.schedule(cur)
+        start_ms = cur_ms = float(s.makespan_us)
+        accepted = rounds = 0
+        kinds: dict[str, int] = {}
+        while ev.evaluations < budget and accepted < self.max_rounds:
+            rounds += 1
+            chain = critical_chain(g, cluster, s)
+            gained = False
+            misses = 0
+            for m in propose(g, cluster, cm, s, chain, mover, top_links=self.top_links):
+                if ev.evaluations >= budget or misses >= self.patience:
+                    break
+                trial = mover.apply(cur, m.nodes, m.target)
+                if trial is None:
+                    continue
+                s2 = ev.schedule(trial)
+                if s2.makespan_us < cur_ms - 1e-9:
+                    cur, s, cur_ms = trial, s2, float(s2.makespan_us)
+                    accepted += 1
+                    kinds[m.label] = kinds.get(m.label, 0) + 1
+                    gained = True
+                    misses = 0
+                else:
+                    misses += 1
+            if not gained:
+                break
+        return state.replace(assignment=cur, makespan_us=cur_ms).with_stats(
+            self.name, evaluations=ev.evaluations, budget=budget, rounds=rounds, accepted=accepted, moves=kinds,
+            before_us=start_ms, after_us=cur_ms)
