@@ -481,6 +481,10 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
                f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups")
 
 
+from .cli_run import run_cmd  # noqa: E402  (pardnn run: its own module, see pardnn/cli_run.py)
+cli.add_command(run_cmd)
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="pardnn")
 
