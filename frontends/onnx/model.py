@@ -182,10 +182,10 @@ def _all_tensors(m: onnx.ModelProto):
                 yield a.t
 
 
-def check_model(m: onnx.ModelProto, path: Path) -> None:
-    """`onnx.checker` on the structure; a failure is one `InputError` line."""
+def check_model(path: Path) -> None:
+    """`onnx.checker` on the file (external data resolved beside it); a failure is one `InputError` line."""
     try:
-        onnx.checker.check_model(m)
+        onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as exc:
         raise InputError(f"{path}: invalid ONNX model: {_first_line(exc)}") from None
 
@@ -585,10 +585,16 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
 
 def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_size: int | None = None,
             measure_unknown: bool = True) -> PreparedModel:
-    """Read, check, name, fix dimensions and infer shapes (see the module docstring)."""
+    """Read, check, name, fix dimensions and infer shapes (see the module docstring).
+
+    ``path`` may also be a folder of onnxruntime-training artifacts: its
+    ``training_model.onnx`` is read.
+    """
     p = Path(path)
+    if p.is_dir():
+        p = p / "training_model.onnx"
     model = read_model(p)
-    check_model(model, p)
+    check_model(p)
     if len(model.functions):
         from onnx import inliner
         model = inliner.inline_local_functions(model)
