@@ -29,9 +29,10 @@ def _table(report) -> str:
              f"outputs match        {'yes' if report.outputs_match else 'NO'} "
              f"(max |difference| {report.max_abs_diff:.3g})"]
     w = max(len("device"), *(len(s.device_name) for s in report.stages))
-    lines.append(f"{'stage':>5}  {'device':<{w}}  {'provider':<8}  {'nodes':>6}  {'in':>4}  {'out':>4}  compute")
+    pw = max(len("provider"), *(len(s.provider) for s in report.stages))
+    lines.append(f"{'stage':>5}  {'device':<{w}}  {'provider':<{pw}}  {'nodes':>6}  {'in':>4}  {'out':>4}  compute")
     for s in report.stages:
-        lines.append(f"{s.index:>5}  {s.device_name:<{w}}  {s.provider:<8}  {s.nodes:>6}  {s.inputs:>4}  "
+        lines.append(f"{s.index:>5}  {s.device_name:<{w}}  {s.provider:<{pw}}  {s.nodes:>6}  {s.inputs:>4}  "
                      f"{s.outputs:>4}  {format_time(s.compute_us)}")
     return "\n".join(lines)
 

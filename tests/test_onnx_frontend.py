@@ -19,7 +19,6 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from frontends import roofline  # noqa: E402
 from frontends.onnx import load_onnx  # noqa: E402
-from frontends.onnx.model import prepare  # noqa: E402
 from frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.errors import InputError  # noqa: E402
@@ -219,6 +218,31 @@ def test_malformed_models_are_one_line_input_errors(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(InputError, match="not an ONNX model with a graph"):
         load_input(empty)
+
+
+def test_data_dependent_shapes_are_measured_with_onnxruntime(tmp_path):
+    """NonZero's output size depends on the data: shape inference cannot size it, one onnxruntime run does."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("Transpose", ["nz"], ["y"], name="t")]
+    graph = helper.make_graph(nodes, "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [None, None])])
+    g = load_onnx(save(make_model(graph), tmp_path / "nz.onnx"))
+    assert g.meta["shapes_measured"] == ["nz", "y"]
+    assert g.output_bytes_of(g.id("nonzero")) == [2 * 15 * 8]   # normal inputs are all non-zero
+
+
+def test_an_unknown_op_without_shapes_is_named(tmp_path):
+    nodes = [helper.make_node("Mystery", ["x"], ["m"], name="mystery", domain="example.custom"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
+    model = make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)])
+    with pytest.raises(InputError) as err:
+        load_onnx(save(model, tmp_path / "custom.onnx"))
+    assert str(err.value).startswith(f"{tmp_path / 'custom.onnx'}: tensor 'm' (output of node 'mystery', Mystery) "
+                                     "has no static shape after ONNX shape inference, and running the model to "
+                                     "measure it failed: onnxruntime cannot load the model")
+    assert "\n" not in str(err.value)
 
 
 def test_conv_convtranspose_einsum_flops(tmp_path):

@@ -27,7 +27,9 @@ see the same node names and the same static shapes:
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -58,7 +60,7 @@ class TensorInfo:
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:
@@ -69,6 +71,7 @@ class TensorInfo:
         return self.numel * self.itemsize
 
 
+@functools.lru_cache(maxsize=None)
 def element_size(elem_type: int) -> int:
     """Bytes per element of an ONNX tensor type (strings count as a pointer, 8 bytes).
 
@@ -604,12 +607,9 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
         n.name = name
     values = resolve_dims(g, dims or {}, batch_size, p)
     fix_dims(model, values)
-    fallback = None
-    if measure_unknown:
-        from .runtime import measure_shapes
+    from .runtime import measure_shapes
 
-        def fallback(m, names):
-            return measure_shapes(m, names, base_dir=p.parent)
+    fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
     tensors, measured = infer_tensors(model, p, run_fallback=fallback)
     return PreparedModel(model, p, originals, tensors, values, measured)
 

@@ -58,11 +58,28 @@ def providers_for(device_name: str | None, available: Sequence[str] | None = Non
     return ["CPUExecutionProvider"]
 
 
-def provider_label(providers: Sequence) -> str:
-    first = providers[0]
+def provider_label(requested: Sequence, session=None) -> str:
+    """A short name for the provider a session really runs on (``CUDA:1``, ``CPU``).
+
+    onnxruntime falls back to the CPU when a requested provider cannot start
+    (a GPU build without CUDA libraries reports CUDA as available): the label
+    then says so.
+
+    >>> provider_label(["CPUExecutionProvider"])
+    'CPU'
+    >>> provider_label([("CUDAExecutionProvider", {"device_id": 1}), "CPUExecutionProvider"])
+    'CUDA:1'
+    """
+    first = requested[0]
+    want = first[0] if isinstance(first, tuple) else str(first)
+    label = want.removesuffix("ExecutionProvider")
     if isinstance(first, tuple):
-        return f"{first[0].removesuffix('ExecutionProvider')}:{first[1].get('device_id', 0)}"
-    return str(first).removesuffix("ExecutionProvider")
+        label += f":{first[1].get('device_id', 0)}"
+    if session is not None:
+        used = session.get_providers()[0]
+        if used != want:
+            return f"{used.removesuffix('ExecutionProvider')} ({label} unavailable)"
+    return label
 
 
 def make_session(model: onnx.ModelProto, *, providers: Sequence | None = None, optimize: bool = False,
@@ -79,6 +96,9 @@ def make_session(model: onnx.ModelProto, *, providers: Sequence | None = None, o
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix
     provs = list(providers) if providers is not None else ["CPUExecutionProvider"]
+    if any(isinstance(p, tuple) or p != "CPUExecutionProvider" for p in provs):
+        # a provider that cannot start falls back to the CPU; keep its loader's errors off stderr
+        ort.set_default_logger_severity(4)
     try:
         if model.ByteSize() < _TWO_GIB:
             return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=provs)

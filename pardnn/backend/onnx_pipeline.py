@@ -376,7 +376,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
         for s in stages:
             provs = providers_for(cl.names[s.device])
             sessions.append(make_session(stage_model(pm, s, weights), providers=provs, threads=threads))
-            reports.append((s, cl.names[s.device], provider_label(provs)))
+            reports.append((s, cl.names[s.device], provider_label(provs, sessions[-1])))
     except RuntimeFailure as exc:
         if pm.is_training:
             raise MissingDependencyError(f"{model}: running a training graph needs onnxruntime-training's "
