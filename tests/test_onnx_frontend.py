@@ -348,8 +348,8 @@ def test_training_artifact_gpt_needs_its_label_dimension_and_partitions():
         assert len(set(plan.assignment[members].tolist())) == 1
 
 
-@pytest.mark.parametrize("name", ["frontends.onnx.model", "frontends.onnx.costs", "frontends.onnx.runtime",
-                                  "frontends.onnx.zoo"])
+@pytest.mark.parametrize("name", ["frontends.onnx.model", "frontends.onnx.shapes", "frontends.onnx.costs",
+                                  "frontends.onnx.runtime", "frontends.onnx.zoo"])
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

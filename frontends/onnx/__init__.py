@@ -4,7 +4,7 @@
 included, and returns an `OpGraph` with nodes in a topological order. The
 rules, also in docs/onnx.md:
 
-**Shapes.** ONNX shape inference sizes every value (see `frontends.onnx.model`).
+**Shapes.** ONNX shape inference sizes every value (see `frontends.onnx.shapes`).
 Dynamic input dimensions come from ``--dim NAME=VALUE`` (``--dim
 INPUT:AXIS=VALUE`` for an unnamed one) and ``--batch-size`` (named axis-0
 dimensions); an unresolved one is an error naming the input, the axis and the

@@ -11,7 +11,8 @@ from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
 from pardnn.ir import GraphBuilder, OpGraph
 
-from .model import _GRAD_BUFFER_SUFFIX, _GRAD_NAME, STATE_UPDATE_OPS, PreparedModel
+from .model import _GRAD_BUFFER_SUFFIX, PreparedModel
+from .shapes import _GRAD_NAME, STATE_UPDATE_OPS
 
 TimeFn = Callable[[onnx.NodeProto], tuple[float, float]]   # node -> (time_us, flops)
 
