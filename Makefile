@@ -4,9 +4,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev
-STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+EXTRAS ?= dev,onnx
 comma  := ,
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 PYTEST_ARGS ?=
 
 .PHONY: all demo test test-all bench clean help

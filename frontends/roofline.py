@@ -74,3 +74,76 @@ def conv_flops(output_elements: int, in_channels_per_group: int, kernel_spatial:
 
 def elementwise_flops(output_elements: int, per_element: float = 1.0) -> float:
     return float(output_elements) * per_element
+
+
+# ---------------------------------------------------------------------------
+# More op families (added with the ONNX frontend; TensorFlow spellings match where they exist)
+# ---------------------------------------------------------------------------
+
+#: FLOPs per output element of element-wise and normalisation ops, by op type.
+#: Arithmetic counts 1; a transcendental (exp, erf, tanh, ...) about 4; a
+#: softmax 5 (max, subtract, exp, sum, divide); a layer norm 8 (mean,
+#: variance, normalise, scale, shift). Op types not listed move data only.
+ELEMENTWISE_FLOPS: dict[str, float] = {
+    **dict.fromkeys(["Add", "AddV2", "Sub", "Mul", "Div", "RealDiv", "Neg", "Abs", "Max", "Maximum", "Min",
+                     "Minimum", "Relu", "Relu6", "LeakyRelu", "PRelu", "Clip", "ClipByValue", "Where", "Select",
+                     "SelectV2", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor",
+                     "Not", "LogicalAnd", "LogicalOr", "LogicalNot", "Sign", "Floor", "Ceil", "Round", "Mod",
+                     "FloorMod", "Sum", "AddN", "Mean", "Square", "SquaredDifference", "BiasAdd", "Cast",
+                     "ReluGrad", "ThresholdedRelu", "Shrink", "BitShift", "IsNaN", "IsInf"], 1.0),
+    **dict.fromkeys(["Exp", "Log", "Tanh", "Sigmoid", "Erf", "Sqrt", "Rsqrt", "Reciprocal", "Pow", "Sin", "Cos",
+                     "Tan", "Softplus", "Softsign", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
+                     "Swish", "Silu", "TanhGrad", "SigmoidGrad", "Atan", "Asin", "Acos", "Sinh", "Cosh"], 4.0),
+    **dict.fromkeys(["Softmax", "LogSoftmax", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
+                     "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLossGrad",
+                     "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"], 5.0),
+    **dict.fromkeys(["Gelu", "BiasGelu", "FastGelu", "GeluGrad", "BiasGeluGrad_dX", "FastGeluGrad"], 8.0),
+    **dict.fromkeys(["LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+                     "LayerNormalizationGrad", "InstanceNormalization", "GroupNormalization", "RMSNormalization",
+                     "FusedBatchNormV3", "FusedBatchNormGradV3"], 8.0),
+    "BatchNormalization": 2.0,   # inference: a per-channel scale and shift
+}
+
+
+def einsum_flops(equation: str, shapes: list[tuple[int, ...]]) -> float:
+    """FLOPs of an ``einsum``: 2 per multiply-add over every index combination (one operand: 1 per element read).
+
+    Handles ``...`` (broadcast dimensions) and implicit outputs.
+
+    >>> einsum_flops("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]) == matmul_flops(3, 4, 5, batch=2)
+    True
+    >>> einsum_flops("...ij,...jk", [(7, 3, 4), (7, 4, 5)])
+    840.0
+    """
+    lhs = equation.replace(" ", "").split("->")[0]
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum {equation!r} has {len(terms)} operands but {len(shapes)} shapes were given")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(terms, shapes):
+        if "..." in term:
+            head, tail = term.split("...")
+            n_ell = len(shape) - len(head) - len(tail)
+            # broadcast dimensions align from the right: name them by their distance from the end
+            letters = list(head) + [f"...{n_ell - 1 - k}" for k in range(n_ell)] + list(tail)
+        else:
+            letters = list(term)
+        if len(letters) != len(shape):
+            raise ValueError(f"einsum {equation!r}: operand {term!r} does not match shape {shape}")
+        for letter, size in zip(letters, shape):
+            sizes[letter] = max(sizes.get(letter, 1), int(size))
+    total = 1.0
+    for size in sizes.values():
+        total *= size
+    return total if len(shapes) == 1 else 2.0 * (len(shapes) - 1) * total
+
+
+def attention_flops(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int,
+                    v_head_dim: int | None = None) -> float:
+    """FLOPs of scaled dot-product attention: ``Q K^T`` plus ``softmax(.) V`` (projections not included).
+
+    >>> attention_flops(1, 1, 2, 3, 4) == matmul_flops(2, 4, 3) + matmul_flops(2, 3, 4)
+    True
+    """
+    v = head_dim if v_head_dim is None else v_head_dim
+    return matmul_flops(q_len, head_dim, kv_len, batch * heads) + matmul_flops(q_len, kv_len, v, batch * heads)

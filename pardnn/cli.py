@@ -234,7 +234,9 @@ def _echo_json(obj: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--top", default=5, show_default=True,
               help="How many colocation groups to list (those holding the most persistent memory).")
-def info(graph: str, as_json: bool, top: int) -> None:
+@frontend_options
+def info(graph: str, as_json: bool, top: int, fmt, signature, profile_steps, batch_size, dims, device_profile,
+         keep_unexecuted) -> None:
     """Summarise a graph: size, compute, critical path, memory, colocation groups.
 
     \b
@@ -244,7 +246,8 @@ def info(graph: str, as_json: bool, top: int) -> None:
     from .analysis import critical_path
     from .machine import single_device_peak
 
-    g = _load_graph(graph)
+    g = _load_graph(graph, fmt, make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile,
+                                                      keep_unexecuted))
     cp_len, cp = critical_path(g)
     group_sizes = [len(m) for m in g.groups]
     group_pers = np.bincount(g.colocation[g.colocation >= 0], weights=g.persistent_bytes[g.colocation >= 0],
@@ -565,6 +568,11 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
         atomic_write(markdown, B.markdown_report(result, command=command))
         paths.append(Path(markdown))
     click.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+from .cli_run import run_cmd  # noqa: E402  (pardnn run lives in its own module)
+
+cli.add_command(run_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -49,7 +49,10 @@ def detect_format(path: str | Path) -> str:
     if p.is_dir():
         if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
             return "savedmodel"
-        raise InputError(f"{p}: a directory, but not a TensorFlow SavedModel (no saved_model.pb inside)")
+        if (p / "training_model.onnx").exists():   # onnxruntime-training artifacts
+            return "onnx"
+        raise InputError(f"{p}: a directory, but not a TensorFlow SavedModel (no saved_model.pb inside) nor "
+                         "onnxruntime-training artifacts (no training_model.onnx inside)")
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     name = p.name.lower()

@@ -1,0 +1,125 @@
+"""ONNX models as ``pardnn.graph`` graphs (the ``onnx`` extra: onnx and onnxruntime).
+
+``load_onnx(path, options)`` reads any ``.onnx`` model, external weights
+included, and returns an `OpGraph` with nodes in a topological order. The
+rules, also in docs/onnx.md:
+
+**Shapes.** ONNX shape inference sizes every value (see `frontends.onnx.shapes`).
+Dynamic input dimensions come from ``--dim NAME=VALUE`` (``--dim
+INPUT:AXIS=VALUE`` for an unnamed one) and ``--batch-size`` (named axis-0
+dimensions); an unresolved one is an error naming the input, the axis and the
+flag, never a silent 1.
+
+**Nodes.**
+
+* one node per ONNX node, named by its ONNX name when that is non-empty and
+  unique, else ``NAME_i``/``OPTYPE_i`` (``i`` its position); the original
+  name is kept in the ``onnx_name`` field when it differs. ``op`` is the ONNX
+  op type (``domain`` is added for non-standard domains); ``output_bytes`` has
+  one port per ONNX output (an omitted optional output is 0 bytes);
+* ``input:NAME`` (op ``Input``) per fed graph input: time 0 (the data is there
+  when the step starts), one output of the input's bytes, so a consumer on
+  another device pays its transfer;
+* ``output:NAME`` (op ``Output``) per graph output: time 0, no outputs, in a
+  colocation group with the node that computes the value, because the caller
+  fetches a result from the device that made it (no transfer is charged);
+* **weights.** An initializer read by exactly one node becomes
+  ``persistent_bytes`` of that node (it owns it). One read by several nodes
+  (tied embeddings, shared shape constants) becomes a node ``init:NAME`` (op
+  ``Initializer``) holding it as ``persistent_bytes`` with a 0-byte output;
+  each edge to a reader carries the weight's bytes, so a reader on another
+  device pays one transfer and holds a received copy. ``Constant`` nodes
+  follow the same rule: they hold their value as ``persistent_bytes``, take
+  no time, and their edges carry the value's bytes.
+
+**Costs.** ``options.profile_steps > 0``: an onnxruntime profile with graph
+optimisations off, ``profile_steps`` runs after a warm-up, combined with
+`frontends.common.robust_average` (`frontends.onnx.costs.profile_times`); these
+are times on this machine's onnxruntime provider. Otherwise the shared roofline
+(`frontends.roofline`) over ``options.device_profile`` from each node's FLOPs
+and bytes moved (`frontends.onnx.costs`). ``temp_bytes`` is 0 (ONNX does not
+say how much scratch a kernel takes).
+
+**Training graphs.** An onnxruntime-training ``training_model.onnx`` (forward,
+loss, gradients and in-place gradient accumulators in one graph) is read the
+same way, with ``phase`` set on every node: ``backward`` for gradient nodes
+(``_Grad/`` names, ``T_grad`` outputs, com.microsoft ``*Grad`` ops),
+``optimizer`` for in-place state updates (``InPlaceAccumulatorV2``, optimizer
+ops), ``forward`` for the rest. Its parameters are graph inputs: each
+parameter ``P`` (op ``Parameter``) and its gradient buffer
+``P_grad.accumulation.buffer`` (op ``GradientBuffer``) is persistent and shares
+the colocation group ``param:P`` with the accumulator that updates the buffer
+in place. Inference models are all ``forward``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure
+from pardnn.inputs import FrontendOptions
+from pardnn.ir import OpGraph
+
+from .model import PreparedModel, TensorInfo, prepare
+
+__all__ = ["load_onnx", "prepare", "PreparedModel", "TensorInfo", "graph_from_prepared"]
+
+log = logging.getLogger("pardnn.frontends.onnx")
+
+
+def _weights_loaded(pm: PreparedModel):
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(pm.model)
+    onnx.external_data_helper.load_external_data_for_model(m, str(pm.path.parent))
+    return m
+
+
+def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = None) -> OpGraph:
+    """The `OpGraph` of an already prepared model (costs as ``options`` say)."""
+    from frontends import roofline
+
+    from .convert import to_graph
+    from .costs import profile_times, roofline_time_us
+    from .runtime import feeds_for
+
+    opts = options or FrontendOptions()
+    try:
+        device = roofline.get_profile(opts.device_profile)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    meta = {"source_format": "onnx", "onnx_file": str(pm.path), "opset": {o.domain or "ai.onnx": o.version
+                                                                             for o in pm.model.opset_import},
+            "dims": dict(pm.dims), "training": pm.is_training}
+    if pm.measured:
+        meta["shapes_measured"] = list(pm.measured)
+    if opts.profile_steps > 0:
+        try:
+            times = profile_times(_weights_loaded(pm), feeds_for(pm.model, pm.tensors), opts.profile_steps)
+        except RuntimeFailure as exc:
+            if pm.is_training:
+                raise MissingDependencyError(
+                    f"{pm.path}: profiling a training graph needs onnxruntime-training's gradient kernels, "
+                    f"which this onnxruntime lacks ({exc}); omit --profile to use the roofline estimate") from None
+            raise
+        meta["cost_model"] = f"onnxruntime profile, {opts.profile_steps} runs, robust average (CPU provider)"
+
+        def time_fn(node):
+            flops = roofline_time_us(node, pm.tensors, device)[1]
+            return times.get(node.name, 0.0), flops
+    else:
+        meta["cost_model"] = f"roofline ({device.name})"
+
+        def time_fn(node):
+            return roofline_time_us(node, pm.tensors, device)
+    name = opts.name or pm.model.graph.name or pm.path.name.removesuffix(".onnx")
+    return to_graph(pm, time_fn, name=name, source=str(pm.path), meta=meta)
+
+
+def load_onnx(path: str | Path, options: FrontendOptions | None = None) -> OpGraph:
+    """Read the ONNX model at ``path`` as a pardnn graph (see the module docstring for the rules)."""
+    opts = options or FrontendOptions()
+    pm = prepare(path, dims=opts.dims, batch_size=opts.batch_size)
+    return graph_from_prepared(pm, opts)

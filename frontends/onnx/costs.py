@@ -1,0 +1,236 @@
+"""Op costs for ONNX nodes: FLOPs and bytes moved for the shared roofline, or times from an onnxruntime profile.
+
+Roofline (`node_flops`, `node_bytes_moved`, then `frontends.roofline.op_time_us`):
+
+* ``MatMul``/``FusedMatMul``/``MatMulInteger``/``QLinearMatMul``: 2 x M x K x N per batch element;
+  ``Gemm``: the same plus the bias;
+* ``Conv`` (and the quantised forms): 2 x output elements x (Cin / group) x kernel taps, plus the bias;
+  ``ConvTranspose``: 2 x input elements x (Cout / group) x kernel taps;
+* ``Einsum``: `frontends.roofline.einsum_flops` over the equation;
+* attention ops (com.microsoft ``Attention`` with its QKV projection, ``MultiHeadAttention``,
+  ``GroupQueryAttention``, ONNX ``Attention``): `frontends.roofline.attention_flops`;
+* element-wise and normalisation ops: `frontends.roofline.ELEMENTWISE_FLOPS` per output element;
+  reductions one per input element; pooling one per output element per kernel tap;
+* everything else moves data only.
+
+Bytes moved are the bytes of every input and output, except that view ops
+(``Reshape``, ``Squeeze``, ``Flatten``, ``Identity``, ...) move nothing and
+gathers and slices read only what they write. Values that are not ops at run
+time (graph inputs, initializers, ``Constant``) cost nothing.
+
+Profile (`profile_times`): the model runs ``steps`` times (after one warm-up
+run) in onnxruntime with graph optimisations off, so each node is one kernel;
+each node's kernel times per run are summed, and the runs are combined with
+`frontends.common.robust_average`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import onnx
+
+from frontends import roofline
+from frontends.common import robust_average
+
+from .model import TensorInfo
+
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Size", "Constant",
+                      "Optional", "OptionalGetElement"})
+_READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice", "Compress"})
+_REDUCE = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
+                     "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "CumSum"})
+_POOL = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxRoiPool", "QLinearAveragePool"})
+_MATMUL = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "MatMulNBits",
+                     "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _shape(tensors: Mapping[str, TensorInfo], name: str) -> tuple[int, ...] | None:
+    t = tensors.get(name) if name else None
+    return t.shape if t is not None else None
+
+
+def _numel(shape: Sequence[int] | None) -> int:
+    return int(math.prod(shape)) if shape is not None else 0
+
+
+def _matmul(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    a, out = _shape(tensors, node.input[0]), _shape(tensors, node.output[0])
+    if a is None or out is None or not a:
+        return 0.0
+    trans_a = bool(_attr(node, "transA", 0)) if node.op_type == "FusedMatMul" else False
+    k = a[0] if len(a) == 1 else (a[-2] if trans_a else a[-1])
+    return 2.0 * _numel(out) * k
+
+
+def _gemm(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    a, out = _shape(tensors, node.input[0]), _shape(tensors, node.output[0])
+    if a is None or out is None or len(a) != 2:
+        return 0.0
+    k = a[0] if _attr(node, "transA", 0) else a[1]
+    bias = _numel(out) if len(node.input) > 2 and node.input[2] else 0
+    return roofline.matmul_flops(out[0], k, out[1]) + bias
+
+
+def _conv(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    w_index = 3 if node.op_type == "QLinearConv" else 1
+    w = _shape(tensors, node.input[w_index]) if len(node.input) > w_index else None
+    x, out = _shape(tensors, node.input[0]), _shape(tensors, node.output[0])
+    if w is None or out is None or len(w) < 2:
+        return 0.0
+    taps = _numel(w[2:]) if len(w) > 2 else 1
+    if node.op_type == "ConvTranspose":
+        if x is None:
+            return 0.0
+        return roofline.conv_flops(_numel(x), w[1], taps) + (_numel(out) if len(node.input) > 2 else 0)
+    bias_index = 8 if node.op_type == "QLinearConv" else 2
+    bias = _numel(out) if len(node.input) > bias_index and node.input[bias_index] else 0
+    return roofline.conv_flops(_numel(out), w[1], taps) + bias
+
+
+def _attention(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    q = _shape(tensors, node.input[0])
+    if q is None:
+        return 0.0
+    heads = int(_attr(node, "num_heads", _attr(node, "q_num_heads", 1)) or 1)
+    if node.op_type == "Attention" and node.domain == "com.microsoft":
+        w = _shape(tensors, node.input[1]) if len(node.input) > 1 else None
+        if w is None or len(q) != 3:
+            return 0.0
+        b, s, hidden_in = q
+        proj = roofline.matmul_flops(b * s, hidden_in, w[1])
+        hidden = w[1] // 3
+        return proj + roofline.attention_flops(b, heads, s, s, max(1, hidden // heads))
+    k = _shape(tensors, node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if len(q) == 4:                              # [batch, heads, seq, head_dim]
+        b, h, s, hd = q
+        kv = k[2] if k is not None and len(k) == 4 else s
+        return roofline.attention_flops(b, h, s, kv, hd)
+    if len(q) == 3:                              # [batch, seq, hidden]
+        b, s, hidden = q
+        kv = k[1] if k is not None and len(k) >= 2 else s
+        return roofline.attention_flops(b, heads, s, kv, max(1, hidden // heads))
+    return 0.0
+
+
+def node_flops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    """Floating-point operations of one node (see the module docstring for the rules)."""
+    op = node.op_type
+    out = _shape(tensors, node.output[0]) if node.output and node.output[0] else None
+    if op in _MATMUL:
+        return _matmul(node, tensors)
+    if op == "Gemm":
+        return _gemm(node, tensors)
+    if op in ("Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "FusedConv"):
+        return _conv(node, tensors)
+    if op == "Einsum":
+        shapes = [_shape(tensors, i) for i in node.input]
+        if any(s is None for s in shapes):
+            return 0.0
+        equation = _attr(node, "equation", b"")
+        try:
+            return roofline.einsum_flops(equation.decode() if isinstance(equation, bytes) else str(equation), shapes)
+        except ValueError:
+            return 0.0
+    if op in ("Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
+              "PackedMultiHeadAttention"):
+        return _attention(node, tensors)
+    if op in _REDUCE:
+        return float(_numel(_shape(tensors, node.input[0])))
+    if op in _POOL:
+        kernel = _attr(node, "kernel_shape", []) or []
+        return float(_numel(out) * max(1, math.prod(kernel)))
+    if op == "LRN":
+        return float(_numel(out) * 2 * int(_attr(node, "size", 1)))
+    per = roofline.ELEMENTWISE_FLOPS.get(op)
+    if per is not None:
+        return float(_numel(out)) * per
+    return 0.0
+
+
+def node_bytes_moved(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    """Bytes a node reads and writes (see the module docstring)."""
+    if node.op_type in VIEW_OPS:
+        return 0.0
+    written = sum(tensors[o].nbytes for o in node.output if o and o in tensors)
+    if node.op_type in _READS_WHAT_IT_WRITES:
+        small = sum(tensors[i].nbytes for i in node.input[1:] if i and i in tensors)
+        return float(2 * written + small)
+    read = sum(tensors[i].nbytes for i in node.input if i and i in tensors)
+    return float(read + written)
+
+
+def roofline_time_us(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
+                     profile: roofline.DeviceProfile) -> tuple[float, float]:
+    """``(time_us, flops)`` of a node on ``profile``; graph constants cost nothing."""
+    if node.op_type == "Constant":
+        return 0.0, 0.0
+    flops = node_flops(node, tensors)
+    return roofline.op_time_us(flops, node_bytes_moved(node, tensors), profile), flops
+
+
+# ---------------------------------------------------------------------------
+# onnxruntime profiles
+# ---------------------------------------------------------------------------
+
+def parse_profile(events: list[dict]) -> list[dict[str, float]]:
+    """Per-run node times from onnxruntime profile events: one ``{node name: summed us}`` per model run.
+
+    Kernel events (``cat == "Node"``, names ending in ``_kernel_time``) are
+    assigned to the ``model_run`` event whose interval holds them.
+
+    >>> ev = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
+    ...       {"cat": "Node", "name": "a_kernel_time", "ts": 10, "dur": 4},
+    ...       {"cat": "Node", "name": "a_kernel_time", "ts": 20, "dur": 1},
+    ...       {"cat": "Session", "name": "model_run", "ts": 200, "dur": 100},
+    ...       {"cat": "Node", "name": "a_kernel_time", "ts": 210, "dur": 3}]
+    >>> parse_profile(ev)
+    [{'a': 5.0}, {'a': 3.0}]
+    """
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    out: list[dict[str, float]] = [defaultdict(float) for _ in runs]
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time"):
+            continue
+        ts = e["ts"]
+        for r, (t0, t1) in enumerate(runs):
+            if t0 <= ts <= t1:
+                name = e.get("args", {}).get("node_name") or e["name"][:-len("_kernel_time")]
+                out[r][name] += float(e["dur"])
+                break
+    return [dict(r) for r in out]
+
+
+def profile_times(model: onnx.ModelProto, feeds: Mapping, steps: int, *, providers=None) -> dict[str, float]:
+    """Robust per-node times (us) over ``steps`` profiled runs of ``model`` (weights loaded), after a warm-up."""
+    from .runtime import make_session
+
+    if steps < 1:
+        raise ValueError("profile needs at least one step")
+    with tempfile.TemporaryDirectory(prefix="pardnn-ort-profile-") as tmp:
+        sess = make_session(model, providers=providers, profile_prefix=str(Path(tmp) / "ort"))
+        from pardnn.errors import RuntimeFailure
+        try:
+            for _ in range(steps + 1):
+                sess.run(None, dict(feeds))
+        except Exception as exc:
+            raise RuntimeFailure(f"onnxruntime run failed while profiling: {' '.join(str(exc).split())[:400]}") \
+                from None
+        events = json.loads(Path(sess.end_profiling()).read_text())
+    runs = parse_profile(events)[1:]   # the first run is the warm-up
+    names = sorted({n for r in runs for n in r})
+    return {n: robust_average([r.get(n, 0.0) for r in runs]) for n in names}

@@ -1,0 +1,212 @@
+"""Read an ONNX model and make it ready to convert or run: names, dimensions, shapes.
+
+`prepare` is the one entry point the frontend and the backend share, so both
+see the same node names and the same static shapes:
+
+1. **read** the model without its external weights (their sizes are in the
+   tensor headers; the files are checked to exist and be long enough), check
+   it with `onnx.checker`, and inline model-local functions so that nodes map
+   1:1 to onnxruntime kernels;
+2. **name** every node uniquely and stably (`unique_node_names`): ONNX names
+   may be empty or repeated; the original is kept beside;
+3. **fix dynamic dimensions** of the graph inputs from the user's values
+   (`frontends.onnx.dims.resolve_dims`): ``--dim NAME=VALUE`` for a named dimension,
+   ``--dim INPUT:AXIS=VALUE`` for one without a name, and ``--batch-size N``
+   for every named dimension used as an input's axis 0. A dimension left unresolved is an
+   `InputError` naming the input, the axis and the flag that fixes it: never
+   a silent 1;
+4. **infer shapes** with ONNX shape inference (data propagation on), in
+   rounds with two helpers until nothing changes: shape arithmetic
+   (``Shape -> Gather -> Range``, masks from ``ConstantOfShape``) is evaluated
+   with onnx's reference ops, and the com.microsoft ops of
+   onnxruntime-training graphs are sized by their conventions (the gradient
+   ``T_grad`` has the shape of ``T``); see `frontends.onnx.shapes`. What is still
+   unsized is measured by running the model once with onnxruntime; if that
+   fails too, an `InputError` names the tensor and the node that makes it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import onnx
+from onnx import TensorProto
+
+from pardnn.errors import InputError
+
+from .dims import fix_dims, resolve_dims
+from .shapes import STATE_UPDATE_OPS, TensorInfo, _first_line, infer_tensors
+
+_GRAD_BUFFER_SUFFIX = "_grad.accumulation.buffer"
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedModel:
+    """A model ready for conversion or a run (see the module docstring)."""
+
+    model: onnx.ModelProto
+    """Functions inlined, every node's ``name`` its unique pardnn name, dynamic input dims fixed."""
+    path: Path
+    original_names: tuple[str, ...]
+    """The ONNX name of each node as the file had it ('' when it had none)."""
+    tensors: Mapping[str, TensorInfo]
+    """Every value with a known static shape: inputs, initializers, node outputs."""
+    dims: Mapping[str, int] = field(default_factory=dict)
+    """The dynamic dimensions fixed, by name (``INPUT:AXIS`` for unnamed ones)."""
+    measured: tuple[str, ...] = ()
+    """Tensors whose shapes came from an onnxruntime run rather than shape inference."""
+
+    @property
+    def graph(self) -> onnx.GraphProto:
+        return self.model.graph
+
+    @property
+    def initializer_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.graph.initializer)
+
+    @property
+    def feed_names(self) -> list[str]:
+        """Graph inputs a run must feed (inputs that are not initializers)."""
+        inits = self.initializer_names
+        return [i.name for i in self.graph.input if i.name not in inits]
+
+    @property
+    def is_training(self) -> bool:
+        """True for an onnxruntime-training ``training_model.onnx`` (gradients and accumulators inside)."""
+        return is_training_graph(self.graph)
+
+
+def is_training_graph(graph: onnx.GraphProto) -> bool:
+    """Whether ``graph`` has onnxruntime-training's gradient or state-update ops."""
+    return any(n.op_type in STATE_UPDATE_OPS or (n.domain == "com.microsoft" and n.op_type.endswith("Grad"))
+               or "_Grad/" in n.name for n in graph.node) or any(
+        i.name.endswith(_GRAD_BUFFER_SUFFIX) for i in graph.input)
+
+
+# ---------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------
+
+
+
+def read_model(path: str | Path, *, load_data: bool = False) -> onnx.ModelProto:
+    """The model at ``path``; external weights are checked, and loaded only with ``load_data``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such ONNX file")
+    try:
+        m = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError and friends
+        raise InputError(f"{p}: not a readable ONNX model ({_first_line(exc)})") from None
+    if not m.HasField("graph") or len(m.graph.node) == 0:
+        raise InputError(f"{p}: not an ONNX model with a graph (no nodes found)")
+    _check_external_data(m, p)
+    if load_data:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(m, str(p.parent))
+        except OSError as exc:
+            raise InputError(f"{p}: cannot read external weights ({_first_line(exc)})") from None
+    return m
+
+
+def _check_external_data(m: onnx.ModelProto, p: Path) -> None:
+    base = p.parent.resolve()
+    for t in _all_tensors(m):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        f = (base / loc).resolve()
+        if not loc or base not in f.parents and f != base:
+            raise InputError(f"{p}: initializer {t.name!r} points outside the model's folder ({loc!r})")
+        if not f.is_file():
+            raise InputError(f"{p}: initializer {t.name!r} needs external data file {loc!r}, which is missing "
+                             f"(looked in {base})")
+        need = int(info.get("offset", 0)) + int(info.get("length", 0) or 0)
+        if need > f.stat().st_size:
+            raise InputError(f"{p}: external data file {loc!r} is {f.stat().st_size} bytes, but initializer "
+                             f"{t.name!r} needs {need}: truncated?")
+
+
+def _all_tensors(m: onnx.ModelProto):
+    yield from m.graph.initializer
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+
+
+def check_model(path: Path) -> None:
+    """`onnx.checker` on the file (external data resolved beside it); a failure is one `InputError` line."""
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as exc:
+        raise InputError(f"{path}: invalid ONNX model: {_first_line(exc)}") from None
+
+
+# ---------------------------------------------------------------------------
+# names
+# ---------------------------------------------------------------------------
+
+def unique_node_names(nodes) -> list[str]:
+    """A unique, stable name for each node, in order.
+
+    A node whose ONNX name is non-empty and appears once keeps it. Every other
+    node (empty or repeated name) gets ``NAME_i`` (or ``OPTYPE_i`` when it has
+    no name), ``i`` its position in the graph, with ``_`` appended until unique.
+
+    >>> from onnx import helper
+    >>> ns = [helper.make_node("Relu", ["a"], ["b"], name="r"), helper.make_node("Relu", ["b"], ["c"]),
+    ...       helper.make_node("Add", ["c", "c"], ["d"], name="x"), helper.make_node("Add", ["d", "d"], ["e"], name="x")]
+    >>> unique_node_names(ns)
+    ['r', 'Relu_1', 'x_2', 'x_3']
+    """
+    counts = Counter(n.name for n in nodes)
+    taken = {name for name, c in counts.items() if name and c == 1}
+    out: list[str] = []
+    for i, n in enumerate(nodes):
+        if n.name and counts[n.name] == 1:
+            out.append(n.name)
+            continue
+        cand = f"{n.name or n.op_type}_{i}"
+        while cand in taken:
+            cand += "_"
+        taken.add(cand)
+        out.append(cand)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the entry point
+# ---------------------------------------------------------------------------
+
+def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_size: int | None = None,
+            measure_unknown: bool = True) -> PreparedModel:
+    """Read, check, name, fix dimensions and infer shapes (see the module docstring).
+
+    ``path`` may also be a folder of onnxruntime-training artifacts: its
+    ``training_model.onnx`` is read.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / "training_model.onnx"
+    model = read_model(p)
+    check_model(p)
+    if len(model.functions):
+        from onnx import inliner
+        model = inliner.inline_local_functions(model)
+    g = model.graph
+    originals = tuple(n.name for n in g.node)
+    for n, name in zip(g.node, unique_node_names(g.node)):
+        n.name = name
+    values = resolve_dims(g, dims or {}, batch_size, p)
+    fix_dims(model, values)
+    from .runtime import measure_shapes
+
+    fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
+    tensors, measured = infer_tensors(model, p, run_fallback=fallback)
+    return PreparedModel(model, p, originals, tensors, values, measured)

@@ -1,0 +1,181 @@
+"""onnxruntime plumbing shared by the frontend (profiles, shape measurement) and the backend (stage runs).
+
+* `providers_for` picks the execution provider for a device name: the CUDA
+  provider (with that GPU's index) when onnxruntime has it and the device is
+  a GPU, else the CPU provider;
+* `make_session` builds an `onnxruntime.InferenceSession` from a model in
+  memory, with graph optimisations off by default so that nodes map 1:1 to
+  kernels; models over protobuf's 2 GiB limit go through a temporary file
+  with external data;
+* `example_feeds` makes deterministic inputs: normal floats, zero integers
+  (always valid indices), false booleans.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from pardnn.errors import MissingDependencyError, RuntimeFailure
+
+_GPU = re.compile(r"(?:^|/)device:GPU:(\d+)$", re.IGNORECASE)
+_TWO_GIB = 2**31 - 2**20
+
+
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError as exc:  # pragma: no cover - the extra is installed with onnx
+        raise MissingDependencyError(f"running ONNX models needs onnxruntime (pip install 'pardnn[onnx]'): "
+                                     f"{exc}") from None
+    return onnxruntime
+
+
+def available_providers() -> list[str]:
+    return list(_ort().get_available_providers())
+
+
+def providers_for(device_name: str | None, available: Sequence[str] | None = None) -> list:
+    """The onnxruntime providers for a device: CUDA on ``/device:GPU:i`` when available, else CPU.
+
+    >>> providers_for("/device:GPU:1", ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    [('CUDAExecutionProvider', {'device_id': 1}), 'CPUExecutionProvider']
+    >>> providers_for("/device:GPU:1", ["CPUExecutionProvider"])
+    ['CPUExecutionProvider']
+    >>> providers_for("/job:worker/replica:0/task:0/device:CPU:0", ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    ['CPUExecutionProvider']
+    """
+    avail = list(available) if available is not None else available_providers()
+    m = _GPU.search(device_name or "")
+    if m and "CUDAExecutionProvider" in avail:
+        return [("CUDAExecutionProvider", {"device_id": int(m.group(1))}), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def provider_label(requested: Sequence, session=None) -> str:
+    """A short name for the provider a session really runs on (``CUDA:1``, ``CPU``).
+
+    onnxruntime falls back to the CPU when a requested provider cannot start
+    (a GPU build without CUDA libraries reports CUDA as available): the label
+    then says so.
+
+    >>> provider_label(["CPUExecutionProvider"])
+    'CPU'
+    >>> provider_label([("CUDAExecutionProvider", {"device_id": 1}), "CPUExecutionProvider"])
+    'CUDA:1'
+    """
+    first = requested[0]
+    want = first[0] if isinstance(first, tuple) else str(first)
+    label = want.removesuffix("ExecutionProvider")
+    if isinstance(first, tuple):
+        label += f":{first[1].get('device_id', 0)}"
+    if session is not None:
+        used = session.get_providers()[0]
+        if used != want:
+            return f"{used.removesuffix('ExecutionProvider')} ({label} unavailable)"
+    return label
+
+
+def make_session(model: onnx.ModelProto, *, providers: Sequence | None = None, optimize: bool = False,
+                 profile_prefix: str | None = None, threads: int | None = None):
+    """An `InferenceSession` for ``model`` (weights in memory); raises `RuntimeFailure` in one line."""
+    ort = _ort()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = threads
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    provs = list(providers) if providers is not None else ["CPUExecutionProvider"]
+    if any(isinstance(p, tuple) or p != "CPUExecutionProvider" for p in provs):
+        # a provider that cannot start falls back to the CPU; keep its loader's errors off stderr
+        ort.set_default_logger_severity(4)
+    try:
+        if model.ByteSize() < _TWO_GIB:
+            return ort.InferenceSession(model.SerializeToString(), sess_options=so, providers=provs)
+        with tempfile.TemporaryDirectory(prefix="pardnn-onnx-") as tmp:
+            f = Path(tmp) / "model.onnx"
+            onnx.save_model(model, str(f), save_as_external_data=True, all_tensors_to_one_file=True,
+                            location="weights.bin", size_threshold=1024)
+            return ort.InferenceSession(str(f), sess_options=so, providers=provs)
+    except Exception as exc:
+        raise RuntimeFailure(f"onnxruntime cannot load the model: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:400] if text else type(exc).__name__
+
+
+def example_feeds(inputs: Sequence[tuple[str, int, Sequence[int]]], seed: int = 0) -> dict[str, np.ndarray]:
+    """Deterministic values for ``(name, elem_type, shape)`` inputs.
+
+    >>> f = example_feeds([("x", TensorProto.FLOAT, [2]), ("ids", TensorProto.INT64, [3])])
+    >>> f["x"].dtype.name, f["ids"].tolist()
+    ('float32', [0, 0, 0])
+    """
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, elem_type, shape in inputs:
+        dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+        if np.issubdtype(dtype, np.floating):
+            out[name] = rng.standard_normal(tuple(shape)).astype(dtype)
+        elif dtype == np.dtype(object):
+            out[name] = np.full(tuple(shape), "", dtype=object)
+        else:
+            out[name] = np.zeros(tuple(shape), dtype=dtype)
+    return out
+
+
+def feeds_for(model: onnx.ModelProto, tensors: Mapping | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Example feeds for the graph inputs of ``model`` (shapes from ``tensors`` or the inputs' own)."""
+    inits = {t.name for t in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if tensors is not None and vi.name in tensors:
+            t = tensors[vi.name]
+            specs.append((vi.name, t.elem_type, t.shape))
+            continue
+        tt = vi.type.tensor_type
+        specs.append((vi.name, tt.elem_type, [d.dim_value for d in tt.shape.dim]))
+    return example_feeds(specs, seed)
+
+
+def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph also outputs ``names`` (intermediate values)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for name in names:
+        if name not in have:
+            m.graph.output.append(onnx.ValueInfoProto(name=name))
+    return m
+
+
+def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Path) -> dict[str, tuple[int, list]]:
+    """Run ``model`` once on example inputs and return ``{name: (elem_type, shape)}`` for ``names``."""
+    m = with_outputs(model, names)
+    onnx.external_data_helper.load_external_data_for_model(m, str(base_dir))
+    sess = make_session(m)
+    feeds = feeds_for(m)
+    try:
+        values = sess.run(list(names), feeds)
+    except Exception as exc:
+        raise RuntimeFailure(f"onnxruntime run failed: {_one_line(exc)}") from None
+    out = {}
+    for name, v in zip(names, values):
+        arr = np.asarray(v)
+        out[name] = (helper.np_dtype_to_tensor_dtype(arr.dtype) if arr.dtype != object else TensorProto.STRING,
+                     list(arr.shape))
+    return out

@@ -1,0 +1,322 @@
+"""Static shapes of every value of an ONNX model: shape inference, shape arithmetic, training-op conventions.
+
+`infer_tensors` runs ONNX shape inference (data propagation on) in rounds
+with two helpers until nothing changes: shape arithmetic (``Shape -> Gather
+-> Range``, masks from ``ConstantOfShape``) is evaluated with onnx's reference
+ops (`_Folder`), and the com.microsoft ops of onnxruntime-training graphs are
+sized by their conventions (the gradient ``T_grad`` has the shape of ``T``;
+`_training_rule`). What is still unsized is measured by a caller-given
+fallback (an onnxruntime run); if that fails too, an `InputError` names the
+tensor and the node that makes it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from pardnn.errors import InputError
+
+log = logging.getLogger("pardnn.frontends.onnx")
+
+#: Ops that onnxruntime-training writes into training graphs: in-place state updates.
+STATE_UPDATE_OPS = frozenset({"InPlaceAccumulator", "InPlaceAccumulatorV2", "ZeroGradient", "AdamOptimizer",
+                              "AdamWOptimizer", "SGDOptimizer", "SGDOptimizerV2", "LambOptimizer"})
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A value with a static shape: element type (``onnx.TensorProto`` enum) and dimensions."""
+
+    name: str
+    elem_type: int
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return element_size(self.elem_type)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+@functools.lru_cache(maxsize=None)
+def element_size(elem_type: int) -> int:
+    """Bytes per element of an ONNX tensor type (strings count as a pointer, 8 bytes).
+
+    >>> element_size(TensorProto.FLOAT), element_size(TensorProto.INT64), element_size(TensorProto.BFLOAT16)
+    (4, 8, 2)
+    """
+    if elem_type in (TensorProto.UNDEFINED,):
+        return 0
+    try:
+        return int(helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+    except (KeyError, ValueError, TypeError):
+        return 4
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].strip() if text else type(exc).__name__
+
+
+def _static(vi: onnx.ValueInfoProto) -> TensorInfo | None:
+    if not vi.type.HasField("tensor_type"):
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape") or tt.elem_type == TensorProto.UNDEFINED:
+        return None
+    shape = []
+    for d in tt.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            return None
+        shape.append(int(d.dim_value))
+    return TensorInfo(vi.name, tt.elem_type, tuple(shape))
+
+
+def _known_tensors(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    g = model.graph
+    out: dict[str, TensorInfo] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        info = _static(vi)
+        if info is not None:
+            out[vi.name] = info
+    for t in g.initializer:
+        out[t.name] = TensorInfo(t.name, t.data_type, tuple(int(x) for x in t.dims))
+    for n in g.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                    out[n.output[0]] = TensorInfo(n.output[0], a.t.data_type, tuple(int(x) for x in a.t.dims))
+    return out
+
+
+def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:  # InferenceError: the model contradicts itself (often a wrong --dim)
+        raise InputError(f"{path}: ONNX shape inference failed: {_first_line(exc)}") from None
+
+
+def _missing(model: onnx.ModelProto, known: Mapping[str, TensorInfo]) -> list[tuple[str, int]]:
+    """(tensor, node index) of every node output without a static shape."""
+    return [(o, i) for i, n in enumerate(model.graph.node) for o in n.output if o and o not in known]
+
+
+_GRAD_NAME = re.compile(r"^(.*)_grad(?:_\d+)?$")
+#: com.microsoft ops of training graphs whose first output has the shape of their first input.
+_LIKE_INPUT0 = frozenset({"BiasGelu", "FastGelu", "BiasGeluGrad_dX", "FastGeluGrad", "GeluGrad", "ReluGrad",
+                          "SigmoidGrad", "TanhGrad", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
+                          "LogSoftmaxGrad_13", "DropoutGrad", "BiasDropout", "BitmaskDropout", "InPlaceAccumulator",
+                          "QuickGelu", "QuickGeluGrad", "BiasSoftmax"})
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool) -> tuple[int, ...]:
+    """Shape of a (batched, broadcasting) matrix product, with optional transposes of the last two axes."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("FusedMatMul needs matrices")
+    m = a[-1] if trans_a else a[-2]
+    n = b[-2] if trans_b else b[-1]
+    batch = np.broadcast_shapes(a[:-2], b[:-2])
+    return tuple(int(x) for x in batch) + (int(m), int(n))
+
+
+def _training_rule(n: onnx.NodeProto, j: int, known: Mapping[str, TensorInfo]) -> TensorInfo | None:
+    """The size of output ``j`` of ``n`` by onnxruntime-training's conventions, or None."""
+    o = n.output[j]
+    ins = [known.get(i) for i in n.input]
+    m = _GRAD_NAME.match(o)
+    if m and m.group(1) in known:                    # T_grad, T_grad_1, ... have the shape of T
+        return TensorInfo(o, known[m.group(1)].elem_type, known[m.group(1)].shape)
+    if n.op_type in _LIKE_INPUT0 and j == 0 and ins and ins[0] is not None:
+        return TensorInfo(o, ins[0].elem_type, ins[0].shape)
+    if n.op_type == "InPlaceAccumulatorV2":         # output 0: an "updated" flag; 1: the accumulated buffer
+        if j == 0:
+            return TensorInfo(o, TensorProto.BOOL, (1,))
+        return TensorInfo(o, ins[0].elem_type, ins[0].shape) if ins and ins[0] is not None else None
+    if n.op_type == "ConcatTraining":
+        if j == 1:
+            return TensorInfo(o, TensorProto.INT64, (len(n.input),))
+        if all(x is not None for x in ins) and ins:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+            shape = list(ins[0].shape)
+            axis = axis + len(shape) if axis < 0 else axis
+            shape[axis] = sum(x.shape[axis] for x in ins)
+            return TensorInfo(o, ins[0].elem_type, tuple(shape))
+    if n.op_type == "FusedMatMul" and j == 0 and len(ins) >= 2 and ins[0] is not None and ins[1] is not None:
+        attrs = {a.name: a.i for a in n.attribute}
+        try:
+            shape = _matmul_shape(ins[0].shape, ins[1].shape, bool(attrs.get("transA")), bool(attrs.get("transB")))
+        except ValueError:
+            return None
+        return TensorInfo(o, ins[0].elem_type, shape)
+    return None
+
+
+def _apply_training_rules(model: onnx.ModelProto, known: dict[str, TensorInfo]) -> int:
+    """Size what onnxruntime-training's conventions size (`_training_rule`); count the tensors sized."""
+    added = 0
+    for n in model.graph.node:
+        for j, o in enumerate(n.output):
+            if not o or o in known:
+                continue
+            info = _training_rule(n, j, known)
+            if info is not None:
+                known[o] = info
+                model.graph.value_info.append(helper.make_tensor_value_info(o, info.elem_type, list(info.shape)))
+                added += 1
+    return added
+
+
+_FOLD_LIMIT = 1 << 16   # elements: larger values are sized, not kept
+_NO_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                      "Bernoulli", "If", "Loop", "Scan", "SequenceMap"})
+
+
+class _Folder:
+    """Evaluates shape arithmetic (``Shape -> Gather -> Range -> ...``) with onnx's reference ops.
+
+    ONNX shape inference cannot size a tensor whose shape is computed from
+    runtime values (``Range(0, seq)``, a mask built with ``ConstantOfShape``).
+    The folder evaluates every standard-domain node whose inputs are all
+    known small values (initializers, constants, shapes of sized tensors) and
+    turns its outputs into initializers of a working copy of the model, so the
+    next round of shape inference sees them as constants.
+    """
+
+    def __init__(self, work: onnx.ModelProto):
+        self.work = work
+        self.opsets = {o.domain or "": o.version for o in work.opset_import if o.domain in ("", "ai.onnx")}
+        self.values: dict[str, np.ndarray] = {}
+        for t in work.graph.initializer:
+            if t.data_location != TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= _FOLD_LIMIT:
+                self.values[t.name] = onnx.numpy_helper.to_array(t)
+
+    def _shape_of(self, n: onnx.NodeProto, known: Mapping[str, TensorInfo]) -> np.ndarray:
+        shape = np.asarray(known[n.input[0]].shape, dtype=np.int64)
+        if n.op_type == "Size":
+            return np.asarray(known[n.input[0]].numel, dtype=np.int64)
+        attrs = {a.name: a.i for a in n.attribute}
+        r = len(shape)
+        start, end = attrs.get("start", 0), attrs.get("end", r)
+        start, end = (start + r if start < 0 else start), (end + r if end < 0 else end)
+        return shape[max(0, min(start, r)):max(0, min(end, r))]
+
+    def fold(self, known: dict[str, TensorInfo]) -> int:
+        """Fold what can be folded now; returns how many nodes were folded."""
+        from onnx.reference import ReferenceEvaluator
+
+        kept, folded = [], 0
+        for n in self.work.graph.node:
+            ok = n.domain in ("", "ai.onnx") and n.op_type not in _NO_FOLD and all(o for o in n.output)
+            if n.op_type == "ConcatTraining" and not all(o for o in n.output):
+                kept.append(n)
+                continue
+            if ok and n.op_type in ("Shape", "Size"):
+                if n.input[0] not in known:
+                    kept.append(n)
+                    continue
+                outs = [self._shape_of(n, known)]
+            elif n.op_type == "ConcatTraining" and n.input and all(i in self.values for i in n.input):
+                axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+                xs = [self.values[i] for i in n.input]
+                outs = [np.concatenate(xs, axis=axis), np.asarray([x.shape[axis] for x in xs], dtype=np.int64)]
+                outs = outs[:len(n.output)]
+            elif ok and all(i == "" or i in self.values for i in n.input):
+                feeds = {i: self.values[i] for i in n.input if i}
+                try:
+                    outs = ReferenceEvaluator(n, opsets=self.opsets).run(None, feeds)
+                except Exception:   # an op the reference cannot run: leave it to inference
+                    kept.append(n)
+                    continue
+            else:
+                kept.append(n)
+                continue
+            outs = [np.asarray(v) for v in outs]
+            if any(v.dtype == object or v.size > _FOLD_LIMIT for v in outs):
+                for name, v in zip(n.output, outs):
+                    if v.dtype != object:
+                        known[name] = TensorInfo(name, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                kept.append(n)
+                continue
+            for name, v in zip(n.output, outs):
+                self.values[name] = v
+                self.work.graph.initializer.append(onnx.numpy_helper.from_array(v, name))
+                known[name] = TensorInfo(name, helper.np_dtype_to_tensor_dtype(v.dtype), tuple(v.shape))
+            folded += 1
+        if folded:
+            del self.work.graph.node[:]
+            self.work.graph.node.extend(kept)
+        return folded
+
+
+def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> tuple[dict[str, TensorInfo], tuple]:
+    """Static shapes of every value; writes them into ``model``'s value infos. Returns (tensors, measured).
+
+    Rounds of ONNX shape inference, folding of shape arithmetic (`_Folder`)
+    and onnxruntime-training's gradient convention, until every node output
+    is sized or nothing changes. ``run_fallback(model, names) -> {name:
+    (elem_type, shape)}`` then measures what is left (an onnxruntime run);
+    None disables it.
+    """
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    folder = _Folder(work)
+    known: dict[str, TensorInfo] = {}
+    for _ in range(16):
+        inferred = _infer(work, path)
+        known.update(_known_tensors(inferred))
+        work.graph.ClearField("value_info")
+        work.graph.value_info.extend(inferred.graph.value_info)
+        if not _missing(model, known):
+            break
+        if not folder.fold(known) + _apply_training_rules(work, known):
+            break
+    missing = _missing(model, known)
+    measured: tuple[str, ...] = ()
+    if missing and run_fallback is not None:
+        names = [t for t, _ in missing]
+        log.info("%s: %d tensors have no static shape after ONNX shape inference; measuring them with "
+                 "onnxruntime", path, len(names))
+        try:
+            got = run_fallback(model, names)
+        except Exception as exc:
+            t, i = missing[0]
+            n = model.graph.node[i]
+            raise InputError(f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape "
+                             f"after ONNX shape inference, and running the model to measure it failed: "
+                             f"{_first_line(exc)}") from None
+        for name, (elem_type, shape) in got.items():
+            known[name] = TensorInfo(name, elem_type, tuple(int(x) for x in shape))
+        measured = tuple(sorted(got))
+        missing = _missing(model, known)
+    if missing:
+        t, i = missing[0]
+        n = model.graph.node[i]
+        raise InputError(f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape "
+                         f"after ONNX shape inference; fix the input dimensions with --dim/--batch-size "
+                         f"({len(missing)} tensors unsized)")
+    outputs = {o.name for o in model.graph.output}
+    for o in model.graph.output:
+        if o.name in known and _static(o) is None:
+            t = known[o.name]
+            o.type.CopyFrom(helper.make_tensor_type_proto(t.elem_type, list(t.shape)))
+    inputs = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+    model.graph.ClearField("value_info")
+    model.graph.value_info.extend(helper.make_tensor_value_info(t.name, t.elem_type, list(t.shape))
+                                  for name, t in known.items() if name not in outputs and name not in inputs)
+    return known, measured

@@ -1,0 +1,355 @@
+"""The ONNX frontend on real models: an MLP, a GPT-2 style Transformer, onnxruntime-training artifacts.
+
+Byte counts are checked against ONNX shape inference run independently and
+against the arrays onnxruntime actually produces.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from frontends import roofline  # noqa: E402
+from frontends.onnx import load_onnx  # noqa: E402
+from frontends.onnx.zoo import gpt, mlp  # noqa: E402
+from pardnn.analysis import is_topologically_ordered  # noqa: E402
+from pardnn.errors import InputError  # noqa: E402
+from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
+
+from .conftest import REPO  # noqa: E402
+
+pytestmark = pytest.mark.onnx
+TRAINING = REPO / "tests" / "data" / "onnx"
+
+
+def make_model(graph, **kw):
+    """A model onnxruntime 1.18+ reads: opset 17, IR version 8 (helper's default IR may be newer)."""
+    kw.setdefault("opset_imports", [helper.make_opsetid("", 17)])
+    m = helper.make_model(graph, **kw)
+    m.ir_version = 8
+    return m
+
+
+def save(model, path):
+    onnx.save_model(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("onnx")
+    return {"mlp": save(mlp([8, 16, 16, 4], seed=1), d / "mlp.onnx"),
+            "gpt": save(gpt(vocab=96, d_model=32, heads=4, layers=2, max_len=32, seed=2), d / "gpt.onnx")}
+
+
+def extras(g, key):
+    return [(x or {}).get(key) for x in g.node_extra]
+
+
+def test_mlp_nodes_bytes_and_weights_against_shape_inference(models):
+    """
+    input:input -> /fc0/Gemm -> /act0/Relu -> /fc1/Gemm -> /act1/Relu -> /fc2/Gemm -> output:logits
+    Each Gemm alone reads its weight and bias: they are its persistent bytes.
+    """
+    g = load_onnx(models["mlp"], FrontendOptions(batch_size=3))
+    assert g.names == ("input:input", "/fc0/Gemm", "/act0/Relu", "/fc1/Gemm", "/act1/Relu", "/fc2/Gemm",
+                       "output:logits")
+    assert g.num_edges == 6 and is_topologically_ordered(g)
+    # independent shape inference with the batch fixed by hand
+    m = onnx.load(str(models["mlp"]))
+    for vi in list(m.graph.input) + list(m.graph.output):
+        vi.type.tensor_type.shape.dim[0].dim_value = 3
+    inferred = onnx.shape_inference.infer_shapes(m)
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+              for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for n in m.graph.node:
+        assert g.output_bytes_of(g.id(n.name)) == [4 * int(np.prod(shapes[n.output[0]]))]
+    assert g.output_bytes_of(0) == [3 * 8 * 4]
+    weights = {t.name: numpy_helper.to_array(t).nbytes for t in m.graph.initializer}
+    assert int(g.persistent_bytes[g.id("/fc1/Gemm")]) == weights["fc1.weight"] + weights["fc1.bias"] == 16 * 17 * 4
+    assert int(g.persistent_bytes.sum()) == sum(weights.values())
+    assert set(extras(g, "phase")) == {"forward"}
+    assert g.meta["dims"] == {"batch": 3} and g.meta["training"] is False
+
+
+def test_mlp_roofline_costs_by_hand(models):
+    g = load_onnx(models["mlp"], FrontendOptions(batch_size=3, device_profile="v100"))
+    p = roofline.get_profile("v100")
+    v = g.id("/fc1/Gemm")   # [3,16] x [16,16]^T + bias
+    flops = 2 * 3 * 16 * 16 + 3 * 16
+    moved = (3 * 16 + 16 * 16 + 16 + 3 * 16) * 4
+    assert g.node_extra[v]["flops"] == flops
+    assert g.time_us[v] == pytest.approx(roofline.op_time_us(flops, moved, p))
+    relu = g.id("/act0/Relu")
+    assert g.node_extra[relu]["flops"] == 3 * 16
+    assert g.time_us[g.id("input:input")] == 0 and g.time_us[g.id("output:logits")] == 0
+    assert g.meta["cost_model"] == "roofline (v100)"
+
+
+def _intermediate_arrays(path, feeds):
+    """Run the model in onnxruntime with every node output exposed: {value name: array}."""
+    m = onnx.load(str(path))
+    names = [o for n in m.graph.node for o in n.output if o]
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in names if o not in have)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def test_gpt_counts_match_shape_inference_and_a_real_run(models):
+    opts = FrontendOptions(batch_size=2, dims={"seq": 12})
+    g = load_onnx(models["gpt"], opts)
+    m = onnx.load(str(models["gpt"]))
+    users = {}
+    for n in m.graph.node:
+        for t in set(n.input):
+            users[t] = users.get(t, 0) + 1
+    shared = [t.name for t in m.graph.initializer if users.get(t.name, 0) > 1]
+    assert "wte.weight" in shared and "shape_heads" in shared        # tied embedding, shared shape constant
+    assert g.num_nodes == len(m.graph.node) + 1 + 1 + len(shared)    # + input + output sink + shared weights
+    assert g.ops.count("Initializer") == len(shared)
+    wte = g.id("init:wte.weight")
+    assert int(g.persistent_bytes[wte]) == 96 * 32 * 4 and g.output_bytes_of(wte) == [0]
+    readers = g.edge_dst[g.edge_src == wte]
+    assert sorted(g.names[v] for v in readers) == ["/lm_head/Transpose", "/wte/Gather"]
+    assert set(g.edge_bytes[g.edge_src == wte].tolist()) == {96 * 32 * 4}
+    weights = sum(numpy_helper.to_array(t).nbytes for t in m.graph.initializer)
+    assert int(g.persistent_bytes.sum()) == weights
+    # every node's output bytes equal the arrays onnxruntime produces for batch 2, seq 12
+    arrays = _intermediate_arrays(models["gpt"], {"input_ids": np.zeros((2, 12), np.int64)})
+    for n in m.graph.node:
+        assert g.output_bytes_of(g.id(n.name)) == [arrays[o].nbytes for o in n.output], n.name
+    assert g.output_bytes_of(g.id("/lm_head/MatMul")) == [2 * 12 * 96 * 4]
+    assert is_topologically_ordered(g)
+    # the Range/ConstantOfShape mask chain was sized by folding, not by a run
+    assert "shapes_measured" not in g.meta
+    attn = g.id("/h.0.attn/MatMul_qk")   # [2,4,12,8] x [2,4,8,12]
+    assert g.node_extra[attn]["flops"] == roofline.matmul_flops(12, 8, 12, batch=2 * 4)
+
+
+def test_profiled_costs_come_from_onnxruntime(models):
+    g = load_onnx(models["mlp"], FrontendOptions(batch_size=4, profile_steps=3))
+    assert g.meta["cost_model"].startswith("onnxruntime profile, 3 runs")
+    for name in ("/fc0/Gemm", "/fc1/Gemm", "/fc2/Gemm", "/act0/Relu"):
+        assert g.time_us[g.id(name)] > 0
+    assert g.time_us[g.id("input:input")] == 0
+
+
+def test_names_are_unique_stable_and_keep_the_original(tmp_path):
+    """Empty and repeated ONNX names get NAME_i / OPTYPE_i; onnx_name keeps what the file said."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name=""), helper.make_node("Neg", ["a"], ["b"], name="n"),
+             helper.make_node("Neg", ["b"], ["c"], name="n"), helper.make_node("Relu", ["c"], ["y"], name="Relu_0")]
+    graph = helper.make_graph(nodes, "names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = save(make_model(graph), tmp_path / "names.onnx")
+    g1, g2 = load_onnx(path), load_onnx(path)
+    assert g1.names == g2.names
+    compute = [n for n in g1.names if not n.startswith(("input:", "output:"))]
+    assert compute == ["Relu_0_", "n_1", "n_2", "Relu_0"]
+    assert extras(g1, "onnx_name")[1:5] == ["", "n", "n", None]
+
+
+def test_external_data_is_read(tmp_path, models):
+    m = onnx.load(str(models["gpt"]))
+    ext = tmp_path / "ext" / "gpt.onnx"
+    ext.parent.mkdir()
+    onnx.save_model(m, str(ext), save_as_external_data=True, all_tensors_to_one_file=True, location="gpt.weights",
+                    size_threshold=0)
+    assert (ext.parent / "gpt.weights").stat().st_size > 100_000
+    opts = FrontendOptions(batch_size=2, dims={"seq": 8})
+    a, b = load_onnx(models["gpt"], opts), load_onnx(ext, opts)
+    assert a.names == b.names and np.array_equal(a.persistent_bytes, b.persistent_bytes)
+    assert np.array_equal(a.port_bytes, b.port_bytes) and np.allclose(a.time_us, b.time_us)
+    # profiling needs the weights themselves
+    p = load_onnx(ext, FrontendOptions(batch_size=2, dims={"seq": 8}, profile_steps=1))
+    assert p.time_us.sum() > 0
+    (ext.parent / "gpt.weights").unlink()
+    with pytest.raises(InputError, match="needs external data file 'gpt.weights', which is missing"):
+        load_onnx(ext, opts)
+
+
+@pytest.mark.parametrize("dims, batch, message", [
+    ({}, None, "input 'input_ids' dimension 0 ('batch') is dynamic and pardnn needs its size: give it with "
+               "--dim batch=VALUE or --batch-size VALUE; also unresolved: seq"),
+    ({}, 2, "input 'input_ids' dimension 1 ('seq') is dynamic and pardnn needs its size: give it with "
+            "--dim seq=VALUE"),
+    ({"sequence": 4}, 2, "--dim sequence=4: the model has no dynamic input dimension named 'sequence' "
+                         "(its dynamic dimensions: batch, seq)"),
+])
+def test_unresolved_dynamic_dimensions_are_named(models, dims, batch, message):
+    with pytest.raises(InputError) as err:
+        load_onnx(models["gpt"], FrontendOptions(batch_size=batch, dims=dims))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_unnamed_dimension_needs_input_axis_not_the_batch_size(tmp_path):
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    graph = helper.make_graph([node], "anon", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 5])])
+    path = save(make_model(graph), tmp_path / "anon.onnx")
+    with pytest.raises(InputError, match=r"input 'x' dimension 0 \(unnamed\) is dynamic .* --dim x:0=VALUE$"):
+        load_onnx(path, FrontendOptions(batch_size=8))
+    g = load_onnx(path, FrontendOptions(dims={"x:0": 7}))
+    assert g.output_bytes_of(g.id("r")) == [7 * 5 * 4]
+
+
+def test_malformed_models_are_one_line_input_errors(tmp_path):
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x08\x07garbage that is not a protobuf \xff\xff\xff")
+    with pytest.raises(InputError, match="junk.onnx: not a readable ONNX model"):
+        load_input(junk)
+    bad = helper.make_graph([helper.make_node("Relu", ["nowhere"], ["y"], name="r")], "bad",
+                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = save(make_model(bad), tmp_path / "bad.onnx")
+    with pytest.raises(InputError) as err:
+        load_input(path)
+    assert str(err.value).startswith(f"{path}: invalid ONNX model:") and "nowhere" in str(err.value)
+    assert "\n" not in str(err.value)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(InputError, match="not an ONNX model with a graph"):
+        load_input(empty)
+
+
+def test_data_dependent_shapes_are_measured_with_onnxruntime(tmp_path):
+    """NonZero's output size depends on the data: shape inference cannot size it, one onnxruntime run does."""
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("Transpose", ["nz"], ["y"], name="t")]
+    graph = helper.make_graph(nodes, "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [None, None])])
+    g = load_onnx(save(make_model(graph), tmp_path / "nz.onnx"))
+    assert g.meta["shapes_measured"] == ["nz", "y"]
+    assert g.output_bytes_of(g.id("nonzero")) == [2 * 15 * 8]   # normal inputs are all non-zero
+
+
+def test_an_unknown_op_without_shapes_is_named(tmp_path):
+    nodes = [helper.make_node("Mystery", ["x"], ["m"], name="mystery", domain="example.custom"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
+    model = make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)])
+    with pytest.raises(InputError) as err:
+        load_onnx(save(model, tmp_path / "custom.onnx"))
+    assert str(err.value).startswith(f"{tmp_path / 'custom.onnx'}: tensor 'm' (output of node 'mystery', Mystery) "
+                                     "has no static shape after ONNX shape inference, and running the model to "
+                                     "measure it failed: onnxruntime cannot load the model")
+    assert "\n" not in str(err.value)
+
+
+def test_conv_convtranspose_einsum_flops(tmp_path):
+    """Conv 2x3x8x8 * 4x3x3x3 (pad 1) -> 2x4x8x8; ConvTranspose back 4->3 channels; Einsum batched product."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    wt = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "wt")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("ConvTranspose", ["c", "wt"], ["t"], name="deconv", pads=[1, 1, 1, 1]),
+             helper.make_node("Einsum", ["t", "t"], ["e"], name="ein", equation="bcij,bcjk->bcik")]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3, 8, 8])],
+                              initializer=[w, wt])
+    g = load_onnx(save(make_model(graph), tmp_path / "c.onnx"))
+    assert g.node_extra[g.id("conv")]["flops"] == 2 * (2 * 4 * 8 * 8) * 3 * 9
+    assert g.node_extra[g.id("deconv")]["flops"] == 2 * (2 * 4 * 8 * 8) * 3 * 9
+    assert g.node_extra[g.id("ein")]["flops"] == roofline.matmul_flops(8, 8, 8, batch=2 * 3)
+
+
+def test_subgraph_captures_become_edges(tmp_path):
+    """An If whose branches read an outer value 'h' gets an edge from h's producer."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["h"], ["o1"])], "then", [],
+                               [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [4])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["o2"])], "else", [],
+                               [helper.make_tensor_value_info("o2", TensorProto.FLOAT, [4])])
+    nodes = [helper.make_node("Sin", ["x"], ["h"], name="sin"),
+             helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["cond"], name="gt"),
+             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              initializer=[numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    g = load_onnx(save(make_model(graph), tmp_path / "if.onnx"))
+    assert g.id("sin") in g.predecessors(g.id("if")).tolist()
+    assert g.output_bytes_of(g.id("if")) == [16]
+
+
+def test_local_functions_are_inlined(tmp_path):
+    fn = helper.make_function("local", "Swish", ["X"], ["Y"],
+                              [helper.make_node("Sigmoid", ["X"], ["s"]), helper.make_node("Mul", ["X", "s"], ["Y"])],
+                              [helper.make_opsetid("", 17)])
+    graph = helper.make_graph([helper.make_node("Swish", ["x"], ["y"], name="swish", domain="local")], "fn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    g = load_onnx(save(model, tmp_path / "fn.onnx"))
+    assert sorted(op for op in g.ops if op not in ("Input", "Output")) == ["Mul", "Sigmoid"]
+
+
+# ---------------------------------------------------------------------------
+# onnxruntime-training artifacts
+# ---------------------------------------------------------------------------
+
+def test_training_artifact_mlp_phases_parameters_and_groups():
+    """tests/data/onnx/mlp_training: onnxruntime-training 1.19.2's training_model.onnx for MLP 16-32-32-4, batch 8."""
+    g = load_onnx(TRAINING / "mlp_training" / "training_model.onnx")
+    assert g.meta["training"] is True
+    phase = dict(zip(g.names, extras(g, "phase")))
+    assert phase["/fc0/Gemm"] == "forward" and phase["onnx::SoftmaxCrossEntropyLoss::4"] == "forward"
+    assert phase["/fc0/Gemm_Grad/Gemm_0"] == "backward" and phase["/act1/Relu_Grad/ReluGrad_0"] == "backward"
+    assert phase["GradientAccumulator1"] == "optimizer"
+    counts = {p: list(phase.values()).count(p) for p in ("forward", "backward", "optimizer")}
+    assert counts["backward"] == 14   # every gradient node of the artifact
+    # parameters are graph inputs holding persistent bytes, grouped with their gradient buffer and accumulator
+    group = g.group_names.index("param:fc0.weight")
+    members = sorted(g.names[v] for v in g.groups[group])
+    assert members == ["GradientAccumulator1", "input:fc0.weight", "input:fc0.weight_grad.accumulation.buffer",
+                       "output:fc0.weight_grad.accumulation.out"]
+    assert g.ops[g.id("input:fc0.weight")] == "Parameter"
+    assert int(g.persistent_bytes[g.id("input:fc0.weight")]) == 32 * 16 * 4
+    params = (32 * 16 + 32 + 32 * 32 + 32 + 4 * 32 + 4) * 4
+    assert int(g.persistent_bytes.sum()) == 2 * params + 4 + 3 * 8   # + float loss-gradient seed, 3 int64 axes
+    # gradients are sized by shape inference plus the T_grad convention
+    assert g.output_bytes_of(g.id("/act1/Relu_Grad/ReluGrad_0")) == [8 * 32 * 4]
+
+
+def test_an_artifact_folder_reads_its_training_model():
+    folder = TRAINING / "mlp_training"
+    from pardnn.inputs import detect_format
+
+    assert detect_format(folder) == "onnx"
+    a, b = load_input(folder), load_onnx(folder / "training_model.onnx")
+    assert a.names == b.names and np.array_equal(a.persistent_bytes, b.persistent_bytes)
+
+
+def test_training_artifact_gpt_needs_its_label_dimension_and_partitions():
+    path = TRAINING / "gpt_training" / "training_model.onnx"
+    with pytest.raises(InputError, match=r"input 'labels' dimension 0 \(unnamed\).*--dim labels:0=VALUE"):
+        load_onnx(path, FrontendOptions(batch_size=2, dims={"seq": 16}))
+    g = load_onnx(path, FrontendOptions(batch_size=2, dims={"seq": 16, "labels:0": 32}))
+    phases = extras(g, "phase")
+    assert {"forward", "backward", "optimizer"} <= set(phases)
+    assert g.output_bytes_of(g.id("/lm_head/MatMul")) == [2 * 16 * 64 * 4]
+    grads = [v for v, n in enumerate(g.names) if "LayerNormalizationGrad" in n]
+    assert grads and all(phases[v] == "backward" for v in grads)
+    from pardnn.api import partition
+    from pardnn.cluster import Cluster
+
+    plan, sched = partition(g, Cluster.homogeneous(2))
+    assert sched.feasible
+    for members in g.groups:
+        assert len(set(plan.assignment[members].tolist())) == 1
+
+
+@pytest.mark.parametrize("name", ["frontends.onnx.model", "frontends.onnx.shapes", "frontends.onnx.costs",
+                                  "frontends.onnx.runtime", "frontends.onnx.zoo"])
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
