@@ -1,7 +1,8 @@
 """The pardnn partitioner: ParDNN's passes composed into the default pipeline.
 
-Step 1 (makespan): `Slice` -> `Map` -> `Refine`. Step 2 (memory) follows in
-`pardnn.passes.memory` when a device would overflow.
+Step 1 (makespan): `Slice` -> `Map` -> `Refine`. Step 2 (memory): `FitMemory`
+moves units off overloaded devices, then a memory-aware `Refine` recovers
+step time while every device stays within its limit.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from .cluster import Cluster
 from .ir import OpGraph
 from .passes.mapping import Map
+from .passes.memory import FitMemory
 from .passes.refine import Refine
 from .passes.slicing import Slice
 from .pipeline import PassTiming, Pipeline, PlanState
@@ -29,6 +31,8 @@ class PardnnOptions:
     try_fewer_devices: bool = True
     """Let the mapping use fewer devices when that is faster."""
     refine: bool = True
+    memory_heuristic: str = "auto"
+    """Step 2's heuristic: knapsack (I), residual (II) or auto (by graph size)."""
 
 
 def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
@@ -36,7 +40,15 @@ def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
     passes = [Slice(), Map(comm_weight=o.comm_weight, try_fewer_devices=o.try_fewer_devices)]
     if o.refine:
         passes.append(Refine(max_evals=o.refine_evals))
+    passes.append(FitMemory(heuristic=o.memory_heuristic))
+    if o.refine:
+        passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True))
     return Pipeline(tuple(passes))
+
+
+@dataclass(frozen=True)
+class _MemoryRefine(Refine):
+    name = "refine-mem"
 
 
 def run(g: OpGraph, cluster: Cluster, options: PardnnOptions | None = None, *,

@@ -18,7 +18,8 @@
 Going beyond the paper, the pass maps onto the fastest ``k`` devices for
 every ``k`` up to K (``try_fewer_devices``): when communication dominates,
 fewer devices are faster, and one device is the limit. Each candidate is
-simulated (SPEC §1) and the fastest kept.
+simulated (SPEC §1) and the fastest kept; with memory limits, the one
+that overflows least (then the fastest), which step 2 then repairs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ..cluster import Cluster
 from ..costs import CostModel
 from ..evaluate import Evaluator
 from ..ir import OpGraph
+from .memory import shortfall_key
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units
 
@@ -77,15 +79,18 @@ class Map:
         ev = Evaluator(g, cluster)
         P = max(1, state.clustering.num_primary)
         ks = range(1, P + 1) if self.try_fewer_devices else [P]
+        bounded = bool(np.isfinite(cluster.capacity).any())
         best = None
         tried = {}
         for k in ks:
             dev = map_onto(g, cluster, state, k, comm_weight=self.comm_weight, merge_factor=self.merge_factor, cm=cm)
-            ms = ev.makespan(dev)
-            tried[k] = ms
-            if best is None or ms < best[0] - 1e-9:
-                best = (ms, k, dev)
-        ms, k, dev = best
+            s = ev.schedule(dev, memory=bounded)
+            # with memory limits: least overflow first, then the shortest step
+            key = shortfall_key(s) if bounded else (0.0, float(s.makespan_us))
+            tried[k] = float(s.makespan_us)
+            if best is None or key < best[0]:
+                best = (key, k, dev, float(s.makespan_us))
+        key, k, dev, ms = best
         return state.replace(assignment=dev, makespan_us=ms).with_stats(
-            self.name, devices_used=int(np.unique(dev).size), k_chosen=k,
+            self.name, devices_used=int(np.unique(dev).size), k_chosen=k, overflow_bytes=key[0],
             makespan_by_k={int(a): float(b) for a, b in tried.items()})

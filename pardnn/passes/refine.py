@@ -1,5 +1,9 @@
 """Refinement (ParDNN step 1.3), scored by the SPEC §1 simulator.
 
+With ``respect_memory`` (after step 2) a move is accepted only if every
+device stays within its memory, so refinement recovers step time without
+undoing the memory pass.
+
 ParDNN refines with path swapping and node switching on the critical path,
 estimating the gain. Here every move is judged by the makespan the user will
 be told (an exact simulation), the plan never gets worse, and the best plan
@@ -253,6 +257,8 @@ class Refine:
     """Propose moves along this many of the chain's longest waits per round."""
     patience: int = 24
     """End a round after this many rejected proposals in a row, and retrace the chain."""
+    respect_memory: bool = False
+    """Accept only moves that keep every device within its memory (step 2's memory-aware refinement)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -264,7 +270,10 @@ class Refine:
         cm = CostModel.build(g, cluster)
         mover = _Mover(g, state.clustering)
         cur = state.assignment.copy()
-        s = ev.schedule(cur)
+        check_memory = self.respect_memory and bool(np.isfinite(cluster.capacity).any())
+        s = ev.schedule(cur, memory=check_memory)
+        if check_memory and not s.feasible:
+            return state.with_stats(self.name, skipped="the plan does not fit memory")
         start_ms = cur_ms = float(s.makespan_us)
         accepted = rounds = 0
         kinds: dict[str, int] = {}
@@ -279,8 +288,8 @@ class Refine:
                 trial = mover.apply(cur, m.nodes, m.target)
                 if trial is None:
                     continue
-                s2 = ev.schedule(trial)
-                if s2.makespan_us < cur_ms - 1e-9:
+                s2 = ev.schedule(trial, memory=check_memory)
+                if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
                     cur, s, cur_ms = trial, s2, float(s2.makespan_us)
                     accepted += 1
                     kinds[m.label] = kinds.get(m.label, 0) + 1

@@ -1,0 +1,392 @@
+"""ParDNN step 2: meet every device's memory limit with the least damage to step time.
+
+The pass works on the simulator's own memory model (SPEC §1), not a second
+one: each iteration simulates the plan, finds every device whose peak
+exceeds its capacity, and moves units (colocation groups or single ops) off
+it.
+
+*Memory potential.* At a device's peak instant ``t``, a unit would free:
+its persistent bytes; its outputs alive at ``t`` whose consumers on that
+device all belong to the unit (otherwise a copy would come straight back);
+received copies alive at ``t`` that only the unit consumes there; and the
+temp of a member running at ``t``.
+
+*Heuristic I (``knapsack``).* Each overflow is a 0-1 min-knapsack: free at
+least the overflow at the least cost. Greedy by least cost per byte freed,
+the cost being the unit's compute plus the communication its move adds
+(ParDNN's "disturbance to step 1"), each unit going to the cheapest device
+that keeps room for it. Then re-simulate and repeat.
+
+*Heuristic II (``residual``).* For large graphs: move long-lived bytes in
+bulk (persistent weights and stashed activations, by bytes x lifetime per
+unit of cost) until each overloaded device's estimate fits with a margin,
+and when a device stays over, split its run of ops at the peak (the later
+half of its ops that are alive at the peak go to the device with the most
+room). Fewer, larger moves, so fewer simulations.
+
+``auto`` picks I below ``knapsack_max_nodes`` and II above it. When no move
+helps, the pass leaves the least-overflowing plan it saw and the caller
+reports the shortfall.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..baselines.mtopo import unit_pins
+from ..cluster import Cluster
+from ..costs import CostModel
+from ..evaluate import Evaluator
+from ..ir import OpGraph
+from ..machine import OUTPUT, RECEIVED, TEMP, Schedule
+from ..pipeline import PlanState
+
+HEURISTICS = ("auto", "knapsack", "residual")
+
+
+def overflow(s: Schedule) -> np.ndarray:
+    """Bytes over capacity per device (0 where it fits)."""
+    over = s.peak_bytes - s.capacity
+    return np.where(over > 0, over, 0.0)
+
+
+def shortfall_key(s: Schedule) -> tuple[float, float]:
+    """Order plans: less total overflow first, then shorter step."""
+    return float(overflow(s).sum()), float(s.makespan_us)
+
+
+def potentials(g: OpGraph, s: Schedule, d: int, t: float) -> np.ndarray:
+    """Bytes each unit would stop holding on device ``d`` at time ``t`` if it moved away."""
+    unit = g.unit
+    pot = np.zeros(int(unit.max()) + 1 if g.num_nodes else 0)
+    on_d = s.device == d
+    np.add.at(pot, unit[on_d], g.persistent_bytes[on_d].astype(np.float64))
+    m = s.memory
+    alive = (m.device == d) & (m.alloc_us <= t) & ((m.free_us > t) | ((m.free_us == t) & (m.alloc_us == t)))
+    # outputs whose same-device consumers all sit in the producer's unit
+    data = ~g.edge_control
+    local = data & (s.device[g.edge_src] == d) & (s.device[g.edge_dst] == d)
+    shared_port = np.zeros(g.num_ports, dtype=bool)
+    ext = local & (unit[g.edge_src] != unit[g.edge_dst])
+    shared_port[g.edge_port_id[ext]] = True
+    out = np.flatnonzero(alive & (m.kind == OUTPUT))
+    if out.size:
+        owner = m.ref[out]
+        pid = g.port_ptr[owner] + m.port[out]
+        keep = ~shared_port[pid]
+        np.add.at(pot, unit[owner[keep]], m.bytes[out[keep]].astype(np.float64))
+    tmp = np.flatnonzero(alive & (m.kind == TEMP))
+    if tmp.size:
+        np.add.at(pot, unit[m.ref[tmp]], m.bytes[tmp].astype(np.float64))
+    rec = np.flatnonzero(alive & (m.kind == RECEIVED))
+    if rec.size:
+        tr = s.transfers
+        K = s.num_devices
+        tkey = (g.port_ptr[tr.src] + tr.port) * K + tr.dst_dev
+        xe = np.flatnonzero(data & (s.device[g.edge_dst] == d) & (s.device[g.edge_src] != d))
+        ekey = g.edge_port_id[xe] * K + d
+        tid = np.searchsorted(tkey, ekey)
+        # the single consuming unit of each transfer row (or -2 when several units consume it)
+        cons = np.full(len(tr), -1, dtype=np.int64)
+        for row, u in zip(tid.tolist(), unit[g.edge_dst[xe]].tolist()):
+            cons[row] = u if cons[row] in (-1, u) else -2
+        rows = m.ref[rec]
+        sole = cons[rows] >= 0
+        np.add.at(pot, cons[rows[sole]], m.bytes[rec[sole]].astype(np.float64))
+    return pot
+
+
+class _Units:
+    """Per-unit arrays the moves need: members, work, footprint, internal communication, pins."""
+
+    def __init__(self, g: OpGraph, cm: CostModel):
+        self.unit = g.unit
+        n = int(self.unit.max()) + 1 if g.num_nodes else 0
+        self.n = n
+        order = np.argsort(self.unit, kind="stable")
+        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.unit, minlength=n))])
+        self.members_sorted = order
+        self.work = np.bincount(self.unit, weights=cm.w, minlength=n)
+        pers = np.bincount(self.unit, weights=g.persistent_bytes.astype(np.float64), minlength=n)
+        biggest = np.zeros(n)
+        np.maximum.at(biggest, self.unit, (g.output_bytes_total + g.temp_bytes).astype(np.float64))
+        self.footprint = pers + biggest           # what the unit surely needs wherever it goes
+        internal = self.unit[g.edge_src] == self.unit[g.edge_dst]
+        self.internal_c = np.bincount(self.unit[g.edge_src[internal]], weights=cm.c[internal], minlength=n)
+        self.pinned = unit_pins(g) >= 0
+
+    def members(self, u: int) -> np.ndarray:
+        return self.members_sorted[self.ptr[u]:self.ptr[u + 1]]
+
+
+def _comm_delta(units: _Units, A: np.ndarray, dev: np.ndarray, u: int, target: int) -> float:
+    """Communication added by moving unit ``u`` to ``target`` (negative: saved)."""
+    mem = units.members(u)
+    here = int(dev[mem[0]])
+    return float(A[mem, here].sum() - A[mem, target].sum() - 2 * units.internal_c[u])
+
+
+def _comm_matrix(g: OpGraph, cm: CostModel, dev: np.ndarray, K: int) -> np.ndarray:
+    A = np.zeros((g.num_nodes, K))
+    np.add.at(A, (g.edge_src, dev[g.edge_dst]), cm.c)
+    np.add.at(A, (g.edge_dst, dev[g.edge_src]), cm.c)
+    return A
+
+
+def level_at(s: Schedule, device: int, t: float) -> float:
+    """Memory held on ``device`` at time ``t`` (persistent included)."""
+    times, level = s.timeline(device)
+    i = int(np.searchsorted(times, t, side="right")) - 1
+    return float(level[max(i, 0)])
+
+
+def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
+                   *, margin: float = 0.05) -> list[tuple[int, int]]:
+    """Heuristic I: for each overloaded device, the cheapest units per byte freed at its peak.
+
+    A target must have room for the unit's persistent bytes at its own peak,
+    and for the rest of what the unit frees at the instant of the overflow.
+    """
+    K = cluster.num_devices
+    dev = s.device
+    over = overflow(s)
+    cap = cluster.capacity
+    room_peak = cap - s.peak_bytes
+    A = _comm_matrix(g, cm, dev, K)
+    pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
+    moves: list[tuple[int, int]] = []
+    taken = set()
+    for d in np.argsort(-over, kind="stable").tolist():
+        if over[d] <= 0:
+            break
+        t = float(s.peak_time_us[d])
+        pot = potentials(g, s, d, t)
+        cand = np.flatnonzero((pot > 0) & ~units.pinned)
+        if cand.size == 0:
+            continue
+        room_t = np.array([cap[e] - level_at(s, e, t) for e in range(K)])
+        scored = []
+        for u in cand.tolist():
+            if u in taken:
+                continue
+            best = None
+            for e in range(K):
+                if e == d or room_peak[e] < pers[u] or room_t[e] < pot[u]:
+                    continue
+                cost = max(units.work[u] + _comm_delta(units, A, dev, u, e), 1e-3)
+                if best is None or cost < best[0]:
+                    best = (cost, e)
+            if best is not None:
+                scored.append((best[0] / pot[u], u, best[1]))
+        scored.sort()
+        freed = 0.0
+        for _, u, e in scored:
+            if freed >= over[d] * (1 + margin):
+                break
+            if room_peak[e] < pers[u] or room_t[e] < pot[u]:
+                continue
+            moves.append((u, e))
+            taken.add(u)
+            room_peak[e] -= pers[u]
+            room_t[e] -= pot[u]
+            freed += pot[u]
+    return moves
+
+
+def residual_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
+                   *, margin: float = 0.25) -> list[tuple[int, int]]:
+    """Heuristic II: move long-lived bytes in bulk: persistent and long-lifetime tensors first."""
+    K = cluster.num_devices
+    dev = s.device
+    over = overflow(s)
+    room = cluster.capacity - s.peak_bytes
+    m = s.memory
+    span = max(float(s.makespan_us), 1e-9)
+    # bytes x lifetime fraction per unit, on its own device
+    life = np.clip((m.free_us - m.alloc_us) / span, 0.0, 1.0)
+    owner_unit = np.where(m.kind == RECEIVED, -1, g.unit[np.where(m.kind == RECEIVED, 0, m.ref)])
+    area = np.zeros(units.n)
+    own = owner_unit >= 0
+    np.add.at(area, owner_unit[own], (m.bytes[own] * life[own]).astype(np.float64))
+    area += np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
+    udev = np.full(units.n, -1, dtype=np.int64)
+    udev[g.unit] = dev
+    moves: list[tuple[int, int]] = []
+    for d in np.argsort(-over, kind="stable").tolist():
+        if over[d] <= 0:
+            break
+        cand = np.flatnonzero((udev == d) & (area > 0) & ~units.pinned)
+        if cand.size == 0:
+            continue
+        ratio = (units.work[cand] + 1.0) / area[cand]
+        freed = 0.0
+        for u in cand[np.argsort(ratio, kind="stable")].tolist():
+            if freed >= over[d] * (1 + margin):
+                break
+            e = int(np.argmax(room))
+            if e == d or room[e] < units.footprint[u]:
+                break
+            moves.append((u, e))
+            room[e] -= units.footprint[u]
+            freed += area[u]
+    return moves
+
+
+def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tuple[int, int]]:
+    """Split device ``d``'s run of ops at its peak: the later half of the ops alive at the peak leave."""
+    t = float(s.peak_time_us[d])
+    on = np.flatnonzero((s.device == d) & (s.finish_us >= t))
+    if on.size < 2:
+        return []
+    room = cluster.capacity - s.peak_bytes
+    room[d] = -np.inf
+    e = int(np.argmax(room))
+    later = on[np.argsort(s.start_us[on], kind="stable")][on.size // 2:]
+    pinned = unit_pins(g) >= 0
+    return [(int(u), e) for u in np.unique(g.unit[later]).tolist() if not pinned[u]]
+
+
+def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None) -> np.ndarray:
+    """Heuristic II's "split the path": cut a topological order of the units into contiguous stages,
+    one per device (the fastest first), each cut as late as the *simulated* peak of its device allows.
+
+    Device ``i`` gets units ``[c_i, c_{i+1})``; ``c_{i+1}`` is found by bisection with everything after
+    it parked on the next device, so each stage's peak is measured, not estimated. O(K log V) simulations.
+    """
+    from ..analysis import topological_order
+    from .mapping import device_order
+
+    order = topological_order(g) if order is None else order
+    units_in_order = g.unit[order]
+    _, first = np.unique(units_in_order, return_index=True)
+    seq = units_in_order[np.sort(first)]            # units by first appearance
+    n = seq.size
+    devices = device_order(cluster)
+    pos = np.empty(int(g.unit.max()) + 1, dtype=np.int64)
+    pos[seq] = np.arange(n)
+    upos = pos[g.unit]                              # stage position of each node's unit
+    pins = unit_pins(g)
+
+    def assignment(stage_end: np.ndarray) -> np.ndarray:
+        stage = np.searchsorted(stage_end, upos, side="right")
+        dev = devices[np.minimum(stage, len(devices) - 1)]
+        pinned = pins[g.unit] >= 0
+        dev[pinned] = pins[g.unit][pinned]
+        return dev
+
+    ends: list[int] = []
+    start = 0
+    for i, d in enumerate(devices[:-1]):
+        if start >= n:
+            break
+        lo, hi = start + 1, n                       # at least one unit per stage
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            trial_ends = np.array(ends + [mid] + [n] * (len(devices) - i - 1), dtype=np.int64)
+            s = ev.schedule(assignment(trial_ends), memory=True)
+            if s.peak_bytes[d] <= cluster.capacity[d]:
+                lo = mid
+            else:
+                hi = mid - 1
+        ends.append(lo)
+        start = lo
+    ends += [n] * (len(devices) - len(ends))
+    return assignment(np.array(ends, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class FitMemory:
+    name: ClassVar[str] = "memory"
+    heuristic: str = "auto"
+    """knapsack (ParDNN's heuristic I), residual (heuristic II) or auto (by graph size)."""
+    knapsack_max_nodes: int = 30_000
+    """auto uses the knapsack up to this many nodes."""
+    max_iterations: int = 60
+    split_fallback: bool = True
+    """When moves alone do not fit, also try heuristic II's path split (`memory_split`) and keep the better."""
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        if state.assignment is None:
+            raise ValueError("the memory pass needs an assignment: run the map pass first")
+        if self.heuristic not in HEURISTICS:
+            raise ValueError(f"unknown memory heuristic {self.heuristic!r}; choose one of {', '.join(HEURISTICS)}")
+        if not np.isfinite(cluster.capacity).any():
+            return state.with_stats(self.name, skipped="unlimited memory")
+        heuristic = self.heuristic
+        if heuristic == "auto":
+            heuristic = "knapsack" if g.num_nodes <= self.knapsack_max_nodes else "residual"
+        ev = Evaluator(g, cluster)
+        cm = CostModel.build(g, cluster)
+        units = _Units(g, cm)
+        dev = state.assignment.copy()
+        s = ev.schedule(dev, memory=True)
+        start_over = float(overflow(s).sum())
+        best = (shortfall_key(s), dev, s)
+        moved = 0
+        stuck = 0
+        it = 0
+        for it in range(1, self.max_iterations + 1):
+            if s.feasible or not (overflow(s) > 0).any():
+                break
+            if heuristic == "knapsack":
+                moves = knapsack_moves(g, cluster, cm, units, s)
+            else:
+                moves = residual_moves(g, cluster, cm, units, s)
+            if stuck >= 2 or not moves:
+                d = int(np.argmax(overflow(s)))
+                moves = split_at_peak(g, cluster, s, d) if not moves or stuck >= 2 else moves
+            if not moves:
+                break
+            trial = dev.copy()
+            for u, e in moves:
+                trial[units.members(u)] = e
+            s2 = ev.schedule(trial, memory=True)
+            moved += len(moves)
+            if shortfall_key(s2) < best[0]:
+                best = (shortfall_key(s2), trial, s2)
+                stuck = 0
+            else:
+                stuck += 1
+                if stuck > 4:
+                    break
+            dev, s = trial, s2
+        used_split = False
+        if not best[2].feasible and self.split_fallback:
+            split = memory_split(g, cluster, ev)
+            key2, dev2, s2 = self._repair(g, cluster, cm, units, ev, split, "knapsack")
+            used_split = True
+            if key2 < best[0]:
+                best = (key2, dev2, s2)
+        key, dev, s = best
+        return state.replace(assignment=dev, makespan_us=float(s.makespan_us)).with_stats(
+            self.name, heuristic=heuristic, iterations=it, units_moved=moved, overflow_before=start_over,
+            overflow_after=key[0], feasible=bool(s.feasible), split_fallback=used_split,
+            evaluations=ev.evaluations)
+
+    def _repair(self, g, cluster, cm, units, ev, dev, heuristic):
+        """Run the move loop from ``dev``; return (key, assignment, schedule) of the best plan seen."""
+        s = ev.schedule(dev, memory=True)
+        best = (shortfall_key(s), dev, s)
+        stuck = 0
+        for _ in range(self.max_iterations):
+            if s.feasible:
+                break
+            moves = (knapsack_moves if heuristic == "knapsack" else residual_moves)(g, cluster, cm, units, s)
+            if not moves:
+                break
+            trial = dev.copy()
+            for u, e in moves:
+                trial[units.members(u)] = e
+            s2 = ev.schedule(trial, memory=True)
+            if shortfall_key(s2) < best[0]:
+                best = (shortfall_key(s2), trial, s2)
+                stuck = 0
+            else:
+                stuck += 1
+                if stuck > 4:
+                    break
+            dev, s = trial, s2
+        return best
