@@ -1,24 +1,77 @@
-"""The event loop of the SPEC §1 simulator, as a compiled kernel.
+"""The SPEC §1 simulator as one compiled kernel: schedule and memory peaks in a single pass.
 
-All queues are binary heaps kept in preallocated numpy arrays:
+The graph's structure is prepared once (`StaticArrays`); a simulation then
+takes only the device of each op. All queues are binary heaps in
+preallocated numpy arrays:
 
-* one ready queue per device, keyed (ready time, node id), stored in one
-  array partitioned by device (each op sits in exactly one device's queue);
-* one send queue per directed link, keyed (sendable time, transfer id),
-  stored the same way (transfer ids are ordered by producer, port,
-  destination, so the id breaks ties as SPEC §1.1 rule 9 asks);
+* one ready queue per device, keyed (ready time, op id), in one array
+  partitioned by device;
+* one send queue per directed link, keyed (sendable time, producer's global
+  port x K + destination), which is SPEC §1.1 rule 9's order;
 * one event heap keyed (time, kind, id): kind 0 op finish, 1 transfer
-  arrival, 2 control arrival, which is the order SPEC §1.1 rule 1 processes
-  events at one instant.
+  arrival, 2 control arrival (rule 1's order at one instant).
 
-The caller (`pardnn.machine`) builds the CSR arrays and interprets results.
+Memory is reference counted: a producer's tensor is freed when its last
+same-device consumer finishes and its last transfer arrives; a received copy
+when its last consumer there finishes. Frees and allocations are gathered
+per instant and committed when time moves on: the level at an instant is
+``before - frees of older items + allocations`` (frees first, rule 5, and a
+zero-length item still counts), which is the peak candidate.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._jit import njit
+
+
+@dataclass(frozen=True, eq=False)
+class StaticArrays:
+    """The placement-independent arrays of a graph, in the layout the kernel reads."""
+
+    time_us: np.ndarray
+    temp: np.ndarray
+    port_ptr: np.ndarray
+    port_bytes: np.ndarray
+    port_owner: np.ndarray
+    pptr: np.ndarray      # data out-edges grouped by global port id: pptr[p]..pptr[p+1]
+    d_dst: np.ndarray     # consumer of each data out-edge (that order)
+    d_pid: np.ndarray     # its global port id
+    d_bytes: np.ndarray
+    iptr: np.ndarray      # data in-edges of each node: indexes into the data-edge order
+    i_edge: np.ndarray
+    cptr: np.ndarray      # control out-edges grouped by source
+    c_dst: np.ndarray
+    indeg: np.ndarray     # all in-edges (data + control)
+
+
+def static_arrays(g) -> StaticArrays:
+    data = np.flatnonzero(~g.edge_control)
+    pid = g.edge_port_id[data]
+    order = data[np.lexsort((g.edge_dst[data], pid))]
+    opid = g.edge_port_id[order]
+    P = g.num_ports
+    pptr = np.zeros(P + 1, dtype=np.int64)
+    np.cumsum(np.bincount(opid, minlength=P), out=pptr[1:])
+    dst = g.edge_dst[order]
+    V = g.num_nodes
+    iorder = np.argsort(dst, kind="stable")
+    iptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=V), out=iptr[1:])
+    ctrl = np.flatnonzero(g.edge_control)
+    corder = ctrl[np.argsort(g.edge_src[ctrl], kind="stable")]
+    cptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(g.edge_src[ctrl], minlength=V), out=cptr[1:])
+    return StaticArrays(
+        time_us=g.time_us.astype(np.float64), temp=g.temp_bytes.astype(np.int64),
+        port_ptr=g.port_ptr.astype(np.int64), port_bytes=g.port_bytes.astype(np.int64),
+        port_owner=g.port_owner.astype(np.int64), pptr=pptr, d_dst=dst.astype(np.int64), d_pid=opid.astype(np.int64),
+        d_bytes=g.edge_bytes[order].astype(np.int64), iptr=iptr, i_edge=iorder.astype(np.int64),
+        cptr=cptr, c_dst=g.edge_dst[corder].astype(np.int64),
+        indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64))
 
 
 @njit
@@ -31,17 +84,20 @@ def _less3(t1, k1, i1, t2, k2, i2):
 
 
 @njit
-def _ev_push(et, ek, ei, n, t, k, i):
+def _h3_push(ht, hk, hi, base, n, t, k, i):
+    """Push (t, k; payload i) on the heap at ``base`` ordered by (t, k, i)."""
     j = n
-    et[j] = t
-    ek[j] = k
-    ei[j] = i
+    ht[base + j] = t
+    hk[base + j] = k
+    hi[base + j] = i
     while j > 0:
         p = (j - 1) >> 1
-        if _less3(et[j], ek[j], ei[j], et[p], ek[p], ei[p]):
-            et[j], et[p] = et[p], et[j]
-            ek[j], ek[p] = ek[p], ek[j]
-            ei[j], ei[p] = ei[p], ei[j]
+        a = base + j
+        b = base + p
+        if _less3(ht[a], hk[a], hi[a], ht[b], hk[b], hi[b]):
+            ht[a], ht[b] = ht[b], ht[a]
+            hk[a], hk[b] = hk[b], hk[a]
+            hi[a], hi[b] = hi[b], hi[a]
             j = p
         else:
             break
@@ -49,25 +105,28 @@ def _ev_push(et, ek, ei, n, t, k, i):
 
 
 @njit
-def _ev_pop(et, ek, ei, n):
-    """Remove the root; the caller has read it. Returns the new size."""
+def _h3_pop(ht, hk, hi, base, n):
+    """Drop the root of the heap at ``base`` (read it first); return the new size."""
     n -= 1
-    et[0] = et[n]
-    ek[0] = ek[n]
-    ei[0] = ei[n]
+    ht[base] = ht[base + n]
+    hk[base] = hk[base + n]
+    hi[base] = hi[base + n]
     j = 0
     while True:
         a = 2 * j + 1
         if a >= n:
             break
-        b = a + 1
         c = a
-        if b < n and _less3(et[b], ek[b], ei[b], et[a], ek[a], ei[a]):
-            c = b
-        if _less3(et[c], ek[c], ei[c], et[j], ek[j], ei[j]):
-            et[j], et[c] = et[c], et[j]
-            ek[j], ek[c] = ek[c], ek[j]
-            ei[j], ei[c] = ei[c], ei[j]
+        x = base + a + 1
+        y = base + a
+        if a + 1 < n and _less3(ht[x], hk[x], hi[x], ht[y], hk[y], hi[y]):
+            c = a + 1
+        x = base + c
+        y = base + j
+        if _less3(ht[x], hk[x], hi[x], ht[y], hk[y], hi[y]):
+            ht[x], ht[y] = ht[y], ht[x]
+            hk[x], hk[y] = hk[y], hk[x]
+            hi[x], hi[y] = hi[y], hi[x]
             j = c
         else:
             break
@@ -75,88 +134,87 @@ def _ev_pop(et, ek, ei, n):
 
 
 @njit
-def _q_push(qt, qi, base, n, t, i):
-    """Push (t, i) on the heap occupying ``qt[base:base+n]``; return the new size."""
-    j = n
-    qt[base + j] = t
-    qi[base + j] = i
-    while j > 0:
-        p = (j - 1) >> 1
-        a = base + j
-        b = base + p
-        if qt[a] < qt[b] or (qt[a] == qt[b] and qi[a] < qi[b]):
-            qt[a], qt[b] = qt[b], qt[a]
-            qi[a], qi[b] = qi[b], qi[a]
-            j = p
-        else:
-            break
-    return n + 1
+def _free(dev_d, nbytes, alloc_t, now, f_old, f_new, touched, tlist, tn):
+    if nbytes <= 0:
+        return tn
+    if alloc_t < now:
+        f_old[dev_d] += nbytes
+    else:
+        f_new[dev_d] += nbytes
+    if not touched[dev_d]:
+        touched[dev_d] = True
+        tlist[tn] = dev_d
+        tn += 1
+    return tn
 
 
 @njit
-def _q_pop(qt, qi, base, n):
-    """Pop the smallest (t, i) of the heap at ``base``; return (i, new size)."""
-    top = qi[base]
-    n -= 1
-    qt[base] = qt[base + n]
-    qi[base] = qi[base + n]
-    j = 0
-    while True:
-        a = 2 * j + 1
-        if a >= n:
-            break
-        c = a
-        if a + 1 < n:
-            x = base + a + 1
-            y = base + a
-            if qt[x] < qt[y] or (qt[x] == qt[y] and qi[x] < qi[y]):
-                c = a + 1
-        x = base + c
-        y = base + j
-        if qt[x] < qt[y] or (qt[x] == qt[y] and qi[x] < qi[y]):
-            qt[x], qt[y] = qt[y], qt[x]
-            qi[x], qi[y] = qi[y], qi[x]
-            j = c
-        else:
-            break
-    return top, n
+def _alloc(dev_d, nbytes, alloc, touched, tlist, tn):
+    if nbytes <= 0:
+        return tn
+    alloc[dev_d] += nbytes
+    if not touched[dev_d]:
+        touched[dev_d] = True
+        tlist[tn] = dev_d
+        tn += 1
+    return tn
 
 
 @njit
-def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, cptr, cdst, clat):
-    """Simulate one step; return (start, finish, ready, tstart, tfinish)."""
+def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
+                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, want_mem):
+    """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, peak, peak_t)."""
     V = dev.shape[0]
-    T = tdur.shape[0]
+    P = port_bytes.shape[0]
+    ED = d_dst.shape[0]
     L = K * K
     start = np.zeros(V)
     finish = np.zeros(V)
     ready = np.zeros(V)
-    tstart = np.zeros(T)
-    tfinish = np.zeros(T)
     pending = indeg.copy()
-    # Ready queues, partitioned by device.
+    # ready queues partitioned by device
     roff = np.zeros(K + 1, dtype=np.int64)
     for v in range(V):
         roff[dev[v] + 1] += 1
     for d in range(K):
         roff[d + 1] += roff[d]
-    rq_t = np.zeros(V)
-    rq_i = np.zeros(V, dtype=np.int64)
+    rq_t = np.zeros(max(V, 1))
+    rq_k = np.zeros(max(V, 1), dtype=np.int64)
+    rq_i = np.zeros(max(V, 1), dtype=np.int64)
     rq_n = np.zeros(K, dtype=np.int64)
-    # Send queues, partitioned by link.
-    loff = np.zeros(L + 1, dtype=np.int64)
-    for t in range(T):
-        loff[tlink[t] + 1] += 1
+    # transfers: at most one per (port, device) with a cross edge: bounded by the data edges
+    TMAX = max(ED, 1)
+    tr_pid = np.zeros(TMAX, dtype=np.int64)
+    tr_dst = np.zeros(TMAX, dtype=np.int64)
+    tr_bytes = np.zeros(TMAX, dtype=np.int64)
+    tr_start = np.zeros(TMAX)
+    tr_finish = np.zeros(TMAX)
+    rec_rem = np.zeros(TMAX, dtype=np.int64)
+    edge_tid = np.full(max(ED, 1), -1, dtype=np.int64)
+    nt = 0
+    # send queues: one heap per link; a pre-pass counts the transfers each link will carry
+    tmark = np.full(K, -1, dtype=np.int64)
+    lcount = np.zeros(L + 1, dtype=np.int64)
+    for p in range(P):
+        a = dev[port_owner[p]]
+        for e in range(pptr[p], pptr[p + 1]):
+            c = dev[d_dst[e]]
+            if c != a and tmark[c] != p:
+                tmark[c] = p
+                lcount[a * K + c + 1] += 1
     for link in range(L):
-        loff[link + 1] += loff[link]
-    lq_t = np.zeros(max(T, 1))
-    lq_i = np.zeros(max(T, 1), dtype=np.int64)
+        lcount[link + 1] += lcount[link]
+    tmark[:] = -1
+    lbase = lcount[:L].copy()
     lq_n = np.zeros(L, dtype=np.int64)
-    # Events.
-    cap = V + T + cdst.shape[0] + 1
-    et = np.zeros(cap)
-    ek = np.zeros(cap, dtype=np.int64)
-    ei = np.zeros(cap, dtype=np.int64)
+    pool_t = np.zeros(max(lcount[L], 1))
+    pool_k = np.zeros(max(lcount[L], 1), dtype=np.int64)
+    pool_i = np.zeros(max(lcount[L], 1), dtype=np.int64)
+    # events
+    ecap = V + TMAX + c_dst.shape[0] + 1
+    et = np.zeros(ecap)
+    ek = np.zeros(ecap, dtype=np.int64)
+    ei = np.zeros(ecap, dtype=np.int64)
     en = 0
     busy = np.zeros(K, dtype=np.bool_)
     lbusy = np.zeros(L, dtype=np.bool_)
@@ -166,99 +224,199 @@ def run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, tdur, tcptr, tcdst, 
     lflag = np.zeros(L, dtype=np.bool_)
     llist = np.zeros(L, dtype=np.int64)
     ln = 0
+    # memory
+    port_rem = np.zeros(max(P, 1), dtype=np.int64)
+    cur = np.zeros(K, dtype=np.int64)
+    f_old = np.zeros(K, dtype=np.int64)
+    f_new = np.zeros(K, dtype=np.int64)
+    alloc = np.zeros(K, dtype=np.int64)
+    touched = np.zeros(K, dtype=np.bool_)
+    tlist = np.zeros(K, dtype=np.int64)
+    tn = 0
+    peak = np.zeros(K, dtype=np.int64)
+    peak_t = np.zeros(K)
+    tslot = np.zeros(K, dtype=np.int64)
     for v in range(V):
         if pending[v] == 0:
             d = dev[v]
-            rq_n[d] = _q_push(rq_t, rq_i, roff[d], rq_n[d], 0.0, v)
+            rq_n[d] = _h3_push(rq_t, rq_k, rq_i, roff[d], rq_n[d], 0.0, v, v)
     for d in range(K):
         dflag[d] = True
         dlist[dn] = d
         dn += 1
     now = 0.0
     while True:
-        # Idle devices start their earliest-ready op; idle links their first transfer.
+        # starts: idle devices take their earliest-ready op, idle links their first transfer
         for j in range(dn):
             d = dlist[j]
             dflag[d] = False
             if not busy[d] and rq_n[d] > 0:
-                v, rq_n[d] = _q_pop(rq_t, rq_i, roff[d], rq_n[d])
+                v = rq_i[roff[d]]
+                rq_n[d] = _h3_pop(rq_t, rq_k, rq_i, roff[d], rq_n[d])
                 busy[d] = True
                 start[v] = now
-                f = now + dur[v]
+                f = now + time_us[v] / speed[d]
                 finish[v] = f
-                en = _ev_push(et, ek, ei, en, f, 0, v)
+                en = _h3_push(et, ek, ei, 0, en, f, 0, v)
+                if want_mem:
+                    for p in range(port_ptr[v], port_ptr[v + 1]):
+                        tn = _alloc(d, port_bytes[p], alloc, touched, tlist, tn)
+                    tn = _alloc(d, temp[v], alloc, touched, tlist, tn)
         dn = 0
         for j in range(ln):
             link = llist[j]
             lflag[link] = False
             if not lbusy[link] and lq_n[link] > 0:
-                t, lq_n[link] = _q_pop(lq_t, lq_i, loff[link], lq_n[link])
+                b = lbase[link]
+                t = pool_i[b]
+                lq_n[link] = _h3_pop(pool_t, pool_k, pool_i, b, lq_n[link])
                 lbusy[link] = True
-                tstart[t] = now
-                f = now + tdur[t]
-                tfinish[t] = f
-                en = _ev_push(et, ek, ei, en, f, 1, t)
+                tr_start[t] = now
+                a = link // K
+                c = link % K
+                f = now + lat[a, c] + tr_bytes[t] / bw[a, c]
+                tr_finish[t] = f
+                en = _h3_push(et, ek, ei, 0, en, f, 1, t)
+                if want_mem:
+                    tn = _alloc(c, tr_bytes[t], alloc, touched, tlist, tn)
         ln = 0
-        if en == 0:
-            break
-        now = et[0]
+        if en == 0 or et[0] != now:
+            # the instant is over: commit its memory changes
+            for j in range(tn):
+                d = tlist[j]
+                touched[d] = False
+                lvl = cur[d] - f_old[d] + alloc[d]
+                if lvl > peak[d]:
+                    peak[d] = lvl
+                    peak_t[d] = now
+                cur[d] = lvl - f_new[d]
+                f_old[d] = 0
+                f_new[d] = 0
+                alloc[d] = 0
+            tn = 0
+            if en == 0:
+                break
+            now = et[0]
         while en > 0 and et[0] == now:
             kind = ek[0]
             x = ei[0]
-            en = _ev_pop(et, ek, ei, en)
+            en = _h3_pop(et, ek, ei, 0, en)
             if kind == 0:
-                d = dev[x]
-                busy[d] = False
-                if not dflag[d]:
-                    dflag[d] = True
-                    dlist[dn] = d
+                dx = dev[x]
+                busy[dx] = False
+                if not dflag[dx]:
+                    dflag[dx] = True
+                    dlist[dn] = dx
                     dn += 1
-                for i in range(lptr[x], lptr[x + 1]):
-                    u = ldst[i]
-                    pending[u] -= 1
-                    if pending[u] == 0:
+                if want_mem:
+                    tn = _free(dx, temp[x], start[x], now, f_old, f_new, touched, tlist, tn)
+                    # as a consumer: release the tensors it read
+                    for i in range(iptr[x], iptr[x + 1]):
+                        e = i_edge[i]
+                        t = edge_tid[e]
+                        if t < 0:   # a same-device input: the producer's own copy
+                            p = d_pid[e]
+                            port_rem[p] -= 1
+                            if port_rem[p] == 0:
+                                tn = _free(dx, port_bytes[p], start[port_owner[p]], now, f_old, f_new, touched,
+                                           tlist, tn)
+                        else:
+                            rec_rem[t] -= 1
+                            if rec_rem[t] == 0:
+                                tn = _free(dx, tr_bytes[t], tr_start[t], now, f_old, f_new, touched, tlist, tn)
+                # as a producer: wake local consumers, create one transfer per (port, device)
+                for p in range(port_ptr[x], port_ptr[x + 1]):
+                    nlocal = 0
+                    for e in range(pptr[p], pptr[p + 1]):
+                        u = d_dst[e]
                         du = dev[u]
-                        ready[u] = now
-                        rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, u)
-                        if not dflag[du]:
-                            dflag[du] = True
-                            dlist[dn] = du
-                            dn += 1
-                for t in range(tptr[x], tptr[x + 1]):
-                    link = tlink[t]
-                    lq_n[link] = _q_push(lq_t, lq_i, loff[link], lq_n[link], now, t)
-                    if not lflag[link]:
-                        lflag[link] = True
-                        llist[ln] = link
-                        ln += 1
+                        if du == dx:
+                            nlocal += 1
+                            pending[u] -= 1
+                            if pending[u] == 0:
+                                ready[u] = now
+                                rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
+                                if not dflag[du]:
+                                    dflag[du] = True
+                                    dlist[dn] = du
+                                    dn += 1
+                        else:
+                            if tmark[du] != p:
+                                tmark[du] = p
+                                tslot[du] = nt
+                                tr_pid[nt] = p
+                                tr_dst[nt] = du
+                                tr_bytes[nt] = d_bytes[e]
+                                rec_rem[nt] = 0
+                                nt += 1
+                            t = tslot[du]
+                            if d_bytes[e] > tr_bytes[t]:
+                                tr_bytes[t] = d_bytes[e]
+                            edge_tid[e] = t
+                            rec_rem[t] += 1
+                    ntr = 0
+                    for d in range(K):
+                        if tmark[d] == p:
+                            ntr += 1
+                            t = tslot[d]
+                            tmark[d] = -1
+                            link = dx * K + d
+                            lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now, p * K + d, t)
+                            if not lflag[link]:
+                                lflag[link] = True
+                                llist[ln] = link
+                                ln += 1
+                    port_rem[p] = nlocal + ntr
+                    if want_mem and port_rem[p] == 0:
+                        tn = _free(dx, port_bytes[p], start[x], now, f_old, f_new, touched, tlist, tn)
                 for i in range(cptr[x], cptr[x + 1]):
-                    en = _ev_push(et, ek, ei, en, now + clat[i], 2, cdst[i])
+                    u = c_dst[i]
+                    du = dev[u]
+                    if du == dx:
+                        pending[u] -= 1
+                        if pending[u] == 0:
+                            ready[u] = now
+                            rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
+                            if not dflag[du]:
+                                dflag[du] = True
+                                dlist[dn] = du
+                                dn += 1
+                    else:
+                        en = _h3_push(et, ek, ei, 0, en, now + lat[dx, du], 2, u)
             elif kind == 1:
-                link = tlink[x]
+                t = x
+                p = tr_pid[t]
+                c = tr_dst[t]
+                pdev = dev[port_owner[p]]
+                link = pdev * K + c
                 lbusy[link] = False
                 if not lflag[link]:
                     lflag[link] = True
                     llist[ln] = link
                     ln += 1
-                for i in range(tcptr[x], tcptr[x + 1]):
-                    u = tcdst[i]
-                    pending[u] -= 1
-                    if pending[u] == 0:
-                        du = dev[u]
-                        ready[u] = now
-                        rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, u)
-                        if not dflag[du]:
-                            dflag[du] = True
-                            dlist[dn] = du
-                            dn += 1
+                port_rem[p] -= 1
+                if want_mem and port_rem[p] == 0:
+                    tn = _free(pdev, port_bytes[p], start[port_owner[p]], now, f_old, f_new, touched, tlist, tn)
+                for e in range(pptr[p], pptr[p + 1]):
+                    u = d_dst[e]
+                    if dev[u] == c:
+                        pending[u] -= 1
+                        if pending[u] == 0:
+                            ready[u] = now
+                            rq_n[c] = _h3_push(rq_t, rq_k, rq_i, roff[c], rq_n[c], now, u, u)
+                            if not dflag[c]:
+                                dflag[c] = True
+                                dlist[dn] = c
+                                dn += 1
             else:
                 pending[x] -= 1
                 if pending[x] == 0:
                     du = dev[x]
                     ready[x] = now
-                    rq_n[du] = _q_push(rq_t, rq_i, roff[du], rq_n[du], now, x)
+                    rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, x, x)
                     if not dflag[du]:
                         dflag[du] = True
                         dlist[dn] = du
                         dn += 1
-    return start, finish, ready, tstart, tfinish
+    return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
+            tr_start[:nt].copy(), tr_finish[:nt].copy(), peak, peak_t)

@@ -216,3 +216,75 @@ def topologically_sorted(g: OpGraph) -> OpGraph:
     if is_topologically_ordered(g):
         return g
     return g.permuted(topological_order(g))
+
+
+FORWARD, BACKWARD, OPTIMIZER, UNKNOWN = 0, 1, 2, 3
+_PHASES = {"forward": FORWARD, "backward": BACKWARD, "optimizer": OPTIMIZER}
+
+
+def phases(g: OpGraph) -> np.ndarray | None:
+    """The training phase of each node, or None when the graph says nothing about phases.
+
+    From the ``phase`` field frontends write; failing that, from TensorFlow's
+    naming (``gradients/`` scopes are backward, ``Apply*`` / ``update_`` ops are
+    optimizer updates).
+    """
+    c = _cache(g)
+    if "phases" in c:
+        return c["phases"]
+    out = None
+    if g.node_extra and any(x and "phase" in x for x in g.node_extra):
+        out = np.array([_PHASES.get((x or {}).get("phase"), UNKNOWN) for x in g.node_extra], dtype=np.int64)
+    elif any("gradients/" in n or "gradients_" in n for n in g.names[:: max(1, g.num_nodes // 2000)]):
+        out = np.full(g.num_nodes, FORWARD, dtype=np.int64)
+        for v, n in enumerate(g.names):
+            if "gradients/" in n or n.startswith("gradients"):
+                out[v] = BACKWARD
+            elif "Apply" in n.rsplit("/", 1)[-1] or "/update_" in n:
+                out[v] = OPTIMIZER
+    c["phases"] = out
+    return out
+
+
+def layer_anchors(g: OpGraph) -> np.ndarray:
+    """A position per node that puts each backward and optimizer op next to the forward op it serves.
+
+    Forward ops keep their topological position. Any other op takes the anchor of the forward op whose
+    output it reads with the most bytes (the stashed activation or weight it needs); without a forward
+    input, the smallest anchor among its inputs. Sorting by anchor gives layer-wise stages that keep a
+    layer's forward, backward and update together. Without phase information this is the topological
+    position.
+    """
+    order = topological_order(g)
+    pos = np.empty(g.num_nodes, dtype=np.int64)
+    pos[order] = np.arange(g.num_nodes)
+    ph = phases(g)
+    if ph is None:
+        return pos.astype(np.float64)
+    anchor = pos.astype(np.float64)
+    ptr, eids = g.in_csr
+    src = g.edge_src[eids].tolist()
+    nbytes = g.edge_bytes[eids].tolist()
+    ctrl = g.edge_control[eids].tolist()
+    ph_l = ph.tolist()
+    anc = anchor.tolist()
+    ptr_l = ptr.tolist()
+    for v in order.tolist():
+        if ph_l[v] == FORWARD:
+            continue
+        best_fwd, best_b = -1, -1
+        low = None
+        for i in range(ptr_l[v], ptr_l[v + 1]):
+            if ctrl[i]:
+                continue
+            u = src[i]
+            if ph_l[u] == FORWARD and nbytes[i] >= best_b:
+                if nbytes[i] > best_b or anc[u] > anc[best_fwd]:
+                    best_fwd, best_b = u, nbytes[i]
+            if low is None or anc[u] < low:
+                low = anc[u]
+        if best_fwd >= 0:
+            anc[v] = anc[best_fwd] + 0.5
+        elif low is not None:
+            anc[v] = low + 0.5
+    return np.asarray(anc)

@@ -19,13 +19,14 @@ second.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from .cluster import Cluster
 from .errors import PlacementError
 from .ir import OpGraph
-from ._schedkernel import run_events
+from ._schedkernel import StaticArrays, simulate_kernel, static_arrays
 from .placement import Placement
 
 # Memory item kinds
@@ -93,7 +94,16 @@ class Schedule:
     peak_time_us: np.ndarray       # per device: first instant the peak is reached
     capacity: np.ndarray           # per device (inf = unlimited)
     violations: tuple[Violation, ...] = ()
-    memory: MemoryItems | None = field(default=None, repr=False)
+    graph: OpGraph | None = field(default=None, repr=False)
+    memory_checked: bool = True    # peaks were computed (simulate(memory=True))
+
+    @cached_property
+    def memory(self) -> MemoryItems:
+        """Every allocation of the step with its lifetime (built on first use)."""
+        if self.graph is None:
+            raise ValueError("this schedule does not know its graph")
+        return _memory_items(self.graph, self.device, self.start_us, self.finish_us, self.transfers,
+                             self.num_devices)
 
     @property
     def feasible(self) -> bool:
@@ -128,8 +138,6 @@ class Schedule:
         and frees at one instant are merged (frees first, SPEC §1.1 rule 5),
         and a zero-length allocation shows as its own point.
         """
-        if self.memory is None:
-            raise ValueError("this schedule was simulated with memory=False")
         t, level = _device_levels(self.memory, device)
         base = int(self.persistent_bytes[device])
         if t.size == 0:
@@ -139,8 +147,6 @@ class Schedule:
     def live_at(self, device: int, time_us: float) -> MemoryItems:
         """The items occupying ``device`` at ``time_us`` (frees at that instant done first)."""
         m = self.memory
-        if m is None:
-            raise ValueError("this schedule was simulated with memory=False")
         alive = (m.device == device) & (m.alloc_us <= time_us) & (
             (m.free_us > time_us) | ((m.free_us == time_us) & (m.alloc_us == time_us)))
         idx = np.flatnonzero(alive)
@@ -160,107 +166,41 @@ def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarr
     return dev.astype(np.int64, copy=False)
 
 
-def _ptr(keys: np.ndarray, n: int) -> np.ndarray:
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
-    return ptr
-
-
-@dataclass(frozen=True, eq=False)
-class _Plan:
-    """Placement-dependent arrays the event loop and the memory sweep share."""
-
-    xdata: np.ndarray      # bool per edge: data edge across devices
-    local: np.ndarray      # bool per edge: both ends on one device
-    edge_tid: np.ndarray   # transfer row of each cross data edge (-1 otherwise)
-    t_pid: np.ndarray      # global port id of each transfer
-    t_src: np.ndarray
-    t_dst: np.ndarray      # destination device
-    t_bytes: np.ndarray
-    t_dur: np.ndarray
-
-
-def _plan(g: OpGraph, cluster: Cluster, dev: np.ndarray) -> _Plan:
-    K = cluster.num_devices
-    sd, dd = dev[g.edge_src], dev[g.edge_dst]
-    cross = sd != dd
-    xdata = cross & ~g.edge_control
-    pid = g.edge_port_id
-    key = pid[xdata] * K + dd[xdata]
-    uniq, inv = np.unique(key, return_inverse=True)   # sorted: producer, port, destination
-    t_pid, t_dst = uniq // K, uniq % K
-    t_src = g.port_owner[t_pid] if uniq.size else np.empty(0, dtype=np.int64)
-    t_bytes = np.zeros(uniq.size, dtype=np.int64)
-    np.maximum.at(t_bytes, inv, g.edge_bytes[xdata])   # SPEC §1.1 rule 4: the largest
-    t_sdev = dev[t_src]
-    t_dur = cluster.latency[t_sdev, t_dst] + t_bytes / cluster.bandwidth[t_sdev, t_dst]
-    edge_tid = np.full(g.num_edges, -1, dtype=np.int64)
-    edge_tid[xdata] = inv
-    return _Plan(xdata, ~cross, edge_tid, t_pid, t_src, t_dst, t_bytes, t_dur)
-
-
-def _schedule(g: OpGraph, cluster: Cluster, dev: np.ndarray, plan: _Plan):
-    """Run the event loop; return op start/finish and transfer start/finish arrays."""
-    V, K = g.num_nodes, cluster.num_devices
-    src, dst = g.edge_src, g.edge_dst
-    dur = g.time_us / cluster.speed[dev]
-    # Same-device successors (data and control), grouped by producer.
-    loc = np.flatnonzero(plan.local)
-    order = loc[np.argsort(src[loc], kind="stable")]
-    lptr = _ptr(src[loc], V)
-    ldst = dst[order]
-    # Transfers launched by each producer (rows are sorted by producer already).
-    T = int(plan.t_src.shape[0])
-    tptr = np.searchsorted(plan.t_src, np.arange(V + 1)).astype(np.int64)
-    tlink = (dev[plan.t_src] * K + plan.t_dst).astype(np.int64)
-    # Consumers served by each transfer (one entry per edge).
-    xe = np.flatnonzero(plan.xdata)
-    xorder = xe[np.argsort(plan.edge_tid[xe], kind="stable")]
-    tcptr = _ptr(plan.edge_tid[xe], T)
-    tcdst = dst[xorder]
-    # Cross-device control edges: arrive after the pair's latency.
-    xc = np.flatnonzero(~plan.local & g.edge_control)
-    corder = xc[np.argsort(src[xc], kind="stable")]
-    cptr = _ptr(src[xc], V)
-    cdst = dst[corder]
-    clat = cluster.latency[dev[src[corder]], dev[dst[corder]]]
-    indeg = np.bincount(dst, minlength=V).astype(np.int64)
-    return run_events(K, dev, dur, indeg, lptr, ldst, tptr, tlink, plan.t_dur.astype(np.float64), tcptr, tcdst,
-                      cptr, cdst, clat.astype(np.float64))
-
-
-def _memory_items(g: OpGraph, dev: np.ndarray, plan: _Plan, start: np.ndarray, finish: np.ndarray,
-                  tstart: np.ndarray, tfinish: np.ndarray) -> MemoryItems:
+def _memory_items(g: OpGraph, dev: np.ndarray, start: np.ndarray, finish: np.ndarray, tr: "Transfers",
+                  K: int) -> MemoryItems:
     """Every allocation with its lifetime (SPEC §1 memory rules, §1.1 rules 4-7)."""
     src, dst = g.edge_src, g.edge_dst
     data = ~g.edge_control
     pid = g.edge_port_id
     owner = g.port_owner
+    t_pid = g.port_ptr[tr.src] + tr.port
+    tkey = t_pid * K + tr.dst_dev
     # Outputs: from the producer's start until every same-device consumer has
     # finished and every transfer of the tensor has arrived; a tensor with no
     # consumers dies when its producer finishes.
     out_free = finish[owner].copy()
-    same = plan.local & data
+    same = data & (dev[src] == dev[dst])
     np.maximum.at(out_free, pid[same], finish[dst[same]])
-    if plan.t_pid.size:
-        np.maximum.at(out_free, plan.t_pid, tfinish)
+    if len(tr):
+        np.maximum.at(out_free, t_pid, tr.finish_us)
     # Received copies: from the transfer's start until every consumer there has finished.
-    rec_free = tfinish.copy()
-    xd = plan.xdata
-    if xd.any():
-        np.maximum.at(rec_free, plan.edge_tid[xd], finish[dst[xd]])
+    rec_free = tr.finish_us.copy()
+    xd = np.flatnonzero(data & (dev[src] != dev[dst]))
+    if xd.size:
+        rows = np.searchsorted(tkey, pid[xd] * K + dev[dst[xd]])
+        np.maximum.at(rec_free, rows, finish[dst[xd]])
     tmp = np.flatnonzero(g.temp_bytes > 0)
     outs = np.flatnonzero(g.port_bytes > 0)
     port_index = outs - g.port_ptr[owner[outs]]
-    rec = np.flatnonzero(plan.t_bytes > 0)
+    rec = np.flatnonzero(tr.bytes > 0)
     return MemoryItems(
-        device=np.concatenate([dev[owner[outs]], plan.t_dst[rec], dev[tmp]]),
-        alloc_us=np.concatenate([start[owner[outs]], tstart[rec], start[tmp]]),
+        device=np.concatenate([dev[owner[outs]], tr.dst_dev[rec], dev[tmp]]),
+        alloc_us=np.concatenate([start[owner[outs]], tr.start_us[rec], start[tmp]]),
         free_us=np.concatenate([out_free[outs], rec_free[rec], finish[tmp]]),
-        bytes=np.concatenate([g.port_bytes[outs], plan.t_bytes[rec], g.temp_bytes[tmp]]),
+        bytes=np.concatenate([g.port_bytes[outs], tr.bytes[rec], g.temp_bytes[tmp]]),
         kind=np.concatenate([np.full(outs.size, OUTPUT), np.full(rec.size, RECEIVED), np.full(tmp.size, TEMP)]),
         ref=np.concatenate([owner[outs], rec, tmp]),
-        port=np.concatenate([port_index, plan.t_pid[rec] - g.port_ptr[plan.t_src[rec]], np.zeros(tmp.size, np.int64)]),
+        port=np.concatenate([port_index, tr.port[rec], np.zeros(tmp.size, np.int64)]),
     )
 
 
@@ -302,28 +242,6 @@ def _device_levels(m: MemoryItems, device: int) -> tuple[np.ndarray, np.ndarray]
     return time[keep], level[keep]
 
 
-def _peaks(m: MemoryItems, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """Peak non-persistent bytes and the first instant it is reached, per device."""
-    dev, time, _, delta = _sorted_events(m)
-    peak = np.zeros(K, dtype=np.int64)
-    peak_t = np.zeros(K, dtype=np.float64)
-    if dev.size == 0:
-        return peak, peak_t
-    level = np.cumsum(delta)
-    bounds = np.searchsorted(dev, np.arange(K + 1))
-    offset = np.where(bounds[:-1] > 0, level[np.maximum(bounds[:-1] - 1, 0)], 0)
-    for d in range(K):
-        lo, hi = bounds[d], bounds[d + 1]
-        if hi <= lo:
-            continue
-        seg = level[lo:hi] - offset[d]
-        k = int(np.argmax(seg))
-        if seg[k] > 0:
-            peak[d] = seg[k]
-            peak_t[d] = time[lo + k]
-    return peak, peak_t
-
-
 def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
                 peak_t: np.ndarray) -> list[Violation]:
     out: list[Violation] = []
@@ -357,33 +275,45 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
     return out
 
 
+_STATIC = "_sim_static"
+
+
+def _static(g: OpGraph) -> StaticArrays:
+    sa = g.__dict__.get(_STATIC)
+    if sa is None:
+        sa = static_arrays(g)
+        object.__setattr__(g, _STATIC, sa)
+    return sa
+
+
 def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
              memory: bool = True) -> Schedule:
     """Simulate one step of ``g`` placed by ``placement`` on ``cluster`` (SPEC §1).
 
-    With ``memory=False`` only the schedule is computed (peaks are zero and
-    only pin and colocation violations are reported); the partitioner uses
-    that when it needs nothing but the makespan.
+    With ``memory=False`` only the schedule is computed (peaks are just the
+    persistent bytes, and only pin and colocation violations are reported);
+    the partitioner uses that when it needs nothing but the makespan.
     """
     dev = _as_assignment(g, cluster, placement)
     K = cluster.num_devices
-    plan = _plan(g, cluster, dev)
-    start, finish, ready, tstart, tfinish = _schedule(g, cluster, dev, plan)
-    makespan = max(float(finish.max()) if finish.size else 0.0, float(tfinish.max()) if tfinish.size else 0.0)
-    transfers = Transfers(plan.t_src, plan.t_pid - g.port_ptr[plan.t_src], dev[plan.t_src], plan.t_dst,
-                          plan.t_bytes, tstart, tfinish)
+    sa = _static(g)
+    (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, transient,
+     peak_t) = simulate_kernel(K, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
+                               sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes,
+                               sa.iptr, sa.i_edge, sa.cptr, sa.c_dst, sa.indeg, memory)
+    order = np.lexsort((tr_dst, tr_pid))                 # canonical: producer, port, destination
+    tr_src = sa.port_owner[tr_pid[order]]
+    transfers = Transfers(tr_src, tr_pid[order] - sa.port_ptr[tr_src], dev[tr_src], tr_dst[order],
+                          tr_bytes[order], tr_start[order], tr_finish[order])
+    makespan = max(float(finish.max()) if finish.size else 0.0, float(tr_finish.max()) if tr_finish.size else 0.0)
     persistent = np.zeros(K, dtype=np.int64)
     np.add.at(persistent, dev, g.persistent_bytes)
-    items = None
-    peak = persistent.copy()
-    peak_t = np.zeros(K)
-    if memory:
-        items = _memory_items(g, dev, plan, start, finish, tstart, tfinish)
-        transient, peak_t = _peaks(items, K)
-        peak = persistent + transient
+    peak = persistent + transient if memory else persistent.copy()
+    if not memory:
+        peak_t = np.zeros(K)
     violations = _violations(g, cluster, dev, peak if memory else np.zeros(K, np.int64), peak_t)
-    return Schedule(makespan, dev, start, finish, ready, transfers, persistent, peak, peak_t, cluster.capacity.copy(),
-                    tuple(violations), items)
+    return Schedule(makespan, dev, start, finish, ready, transfers, persistent, peak, peak_t,
+                    cluster.capacity.copy(), tuple(violations), g, memory)
 
 
 def single_device_peak(g: OpGraph) -> int:

@@ -403,3 +403,16 @@ def test_more_bandwidth_never_hurts_when_the_orders_are_unchanged(case, factor):
     s0, s1 = simulate(g, c, dev), simulate(g, faster, dev)
     assume(_orders(s0) == _orders(s1))
     assert s1.makespan_us <= s0.makespan_us + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(placed_graphs())
+def test_timelines_and_kernel_peaks_agree(case):
+    """The kernel's reference-counted peaks equal the maxima of the item-by-item timelines."""
+    g, c, dev = case
+    s = simulate(g, c, dev)
+    for d in range(c.num_devices):
+        times, level = s.timeline(d)
+        assert int(level.max()) == int(s.peak_bytes[d])
+        if s.peak_bytes[d] > s.persistent_bytes[d]:
+            assert times[int(np.argmax(level))] == s.peak_time_us[d]

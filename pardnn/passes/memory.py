@@ -144,7 +144,7 @@ def level_at(s: Schedule, device: int, t: float) -> float:
 
 
 def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
-                   *, margin: float = 0.05) -> list[tuple[int, int]]:
+                   *, margin: float = 0.05, max_candidates: int = 1500) -> list[tuple[int, int]]:
     """Heuristic I: for each overloaded device, the cheapest units per byte freed at its peak.
 
     A target must have room for the unit's persistent bytes at its own peak,
@@ -167,6 +167,9 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
         cand = np.flatnonzero((pot > 0) & ~units.pinned)
         if cand.size == 0:
             continue
+        if cand.size > max_candidates:   # keep the most promising by bytes per unit of work
+            score = pot[cand] / (units.work[cand] + 1.0)
+            cand = np.sort(cand[np.argsort(-score, kind="stable")[:max_candidates]])
         room_t = np.array([cap[e] - level_at(s, e, t) for e in range(K)])
         scored = []
         for u in cand.tolist():
@@ -249,52 +252,85 @@ def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tup
     return [(int(u), e) for u in np.unique(g.unit[later]).tolist() if not pinned[u]]
 
 
-def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None) -> np.ndarray:
-    """Heuristic II's "split the path": cut a topological order of the units into contiguous stages,
-    one per device (the fastest first), each cut as late as the *simulated* peak of its device allows.
+def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
+                 rel_tol: float = 0.01) -> np.ndarray:
+    """Heuristic II's "split the path": cut the units into contiguous stages, one per device (the fastest
+    first), each cut as late as the *simulated* peak of its device allows. Units are ordered by
+    `pardnn.analysis.layer_anchors`, so a layer's forward, backward and update ops share a stage and
+    stashed activations stay on the device that made them.
 
-    Device ``i`` gets units ``[c_i, c_{i+1})``; ``c_{i+1}`` is found by bisection with everything after
-    it parked on the next device, so each stage's peak is measured, not estimated. O(K log V) simulations.
+    Device ``i`` gets units ``[c_i, c_{i+1})``. To place the cut ``c_{i+1}``, everything after it is
+    parked on the next device and device ``i``'s peak is simulated: the search starts from an equal
+    share of what is left and gallops, then bisects to ``rel_tol`` of the units left, so each cut costs
+    a handful of simulations rather than log V.
     """
-    from ..analysis import topological_order
+    from ..analysis import layer_anchors
     from .mapping import device_order
 
-    order = topological_order(g) if order is None else order
+    order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
     units_in_order = g.unit[order]
     _, first = np.unique(units_in_order, return_index=True)
     seq = units_in_order[np.sort(first)]            # units by first appearance
     n = seq.size
     devices = device_order(cluster)
+    nd = len(devices)
     pos = np.empty(int(g.unit.max()) + 1, dtype=np.int64)
     pos[seq] = np.arange(n)
     upos = pos[g.unit]                              # stage position of each node's unit
-    pins = unit_pins(g)
+    pins = unit_pins(g)[g.unit]
+    pinned = pins >= 0
 
-    def assignment(stage_end: np.ndarray) -> np.ndarray:
-        stage = np.searchsorted(stage_end, upos, side="right")
-        dev = devices[np.minimum(stage, len(devices) - 1)]
-        pinned = pins[g.unit] >= 0
-        dev[pinned] = pins[g.unit][pinned]
+    def assignment(ends: list[int]) -> np.ndarray:
+        stage = np.searchsorted(np.asarray(ends, dtype=np.int64), upos, side="right")
+        dev = devices[np.minimum(stage, nd - 1)]
+        dev[pinned] = pins[pinned]
         return dev
 
     ends: list[int] = []
     start = 0
-    for i, d in enumerate(devices[:-1]):
+    for i in range(nd - 1):
         if start >= n:
-            break
-        lo, hi = start + 1, n                       # at least one unit per stage
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            trial_ends = np.array(ends + [mid] + [n] * (len(devices) - i - 1), dtype=np.int64)
-            s = ev.schedule(assignment(trial_ends), memory=True)
-            if s.peak_bytes[d] <= cluster.capacity[d]:
+            ends.append(n)
+            continue
+        d = devices[i]
+
+        def fits(c: int) -> bool:
+            s = ev.schedule(assignment(ends + [c] + [n] * (nd - i - 1)), memory=True)
+            return bool(s.peak_bytes[d] <= cluster.capacity[d])
+
+        guess = min(n, start + max(1, (n - start) // (nd - i)))
+        tol = max(1, int(rel_tol * (n - start)))
+        if fits(guess):
+            lo, step = guess, max(1, (n - guess) // 8)
+            hi = n + 1
+            while lo < n:
+                probe = min(n, lo + step)
+                if fits(probe):
+                    lo, step = probe, step * 2
+                else:
+                    hi = probe
+                    break
+        else:
+            hi, step = guess, max(1, (guess - start) // 8)
+            lo = start
+            while hi - step > start + 1:
+                probe = hi - step
+                if fits(probe):
+                    lo = probe
+                    break
+                hi, step = probe, step * 2
+        while hi - lo > tol and hi <= n:
+            mid = (lo + hi) // 2
+            if mid <= start:
+                break
+            if fits(mid):
                 lo = mid
             else:
-                hi = mid - 1
-        ends.append(lo)
-        start = lo
-    ends += [n] * (len(devices) - len(ends))
-    return assignment(np.array(ends, dtype=np.int64))
+                hi = mid
+        cut = max(lo, start + 1)
+        ends.append(cut)
+        start = cut
+    return assignment(ends)
 
 
 @dataclass(frozen=True)
@@ -314,60 +350,39 @@ class FitMemory:
         if self.heuristic not in HEURISTICS:
             raise ValueError(f"unknown memory heuristic {self.heuristic!r}; choose one of {', '.join(HEURISTICS)}")
         if not np.isfinite(cluster.capacity).any():
-            return state.with_stats(self.name, skipped="unlimited memory")
+            return state.with_stats(self.name, skipped="unlimited memory", units_moved=0)
         heuristic = self.heuristic
         if heuristic == "auto":
             heuristic = "knapsack" if g.num_nodes <= self.knapsack_max_nodes else "residual"
         ev = Evaluator(g, cluster)
         cm = CostModel.build(g, cluster)
         units = _Units(g, cm)
-        dev = state.assignment.copy()
-        s = ev.schedule(dev, memory=True)
-        start_over = float(overflow(s).sum())
-        best = (shortfall_key(s), dev, s)
-        moved = 0
-        stuck = 0
-        it = 0
-        for it in range(1, self.max_iterations + 1):
-            if s.feasible or not (overflow(s) > 0).any():
-                break
-            if heuristic == "knapsack":
-                moves = knapsack_moves(g, cluster, cm, units, s)
-            else:
-                moves = residual_moves(g, cluster, cm, units, s)
-            if stuck >= 2 or not moves:
-                d = int(np.argmax(overflow(s)))
-                moves = split_at_peak(g, cluster, s, d) if not moves or stuck >= 2 else moves
-            if not moves:
-                break
-            trial = dev.copy()
-            for u, e in moves:
-                trial[units.members(u)] = e
-            s2 = ev.schedule(trial, memory=True)
-            moved += len(moves)
-            if shortfall_key(s2) < best[0]:
-                best = (shortfall_key(s2), trial, s2)
-                stuck = 0
-            else:
-                stuck += 1
-                if stuck > 4:
-                    break
-            dev, s = trial, s2
-        used_split = False
-        if not best[2].feasible and self.split_fallback:
+        dev0 = state.assignment.copy()
+        s0 = ev.schedule(dev0, memory=True)
+        start_over = float(overflow(s0).sum())
+        if s0.feasible:
+            return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
+                                    overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
+        # candidate A: repair the step-1 plan by moves
+        candidates = {"repair": self._repair(g, cluster, cm, units, ev, dev0, heuristic)}
+        # candidate B: heuristic II's path split, then the same repair
+        if self.split_fallback:
             split = memory_split(g, cluster, ev)
-            key2, dev2, s2 = self._repair(g, cluster, cm, units, ev, split, "knapsack")
-            used_split = True
-            if key2 < best[0]:
-                best = (key2, dev2, s2)
-        key, dev, s = best
+            candidates["split"] = self._repair(g, cluster, cm, units, ev, split, "knapsack")
+        # the fastest feasible plan, else the least overflowing
+        name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
+        moved = int(np.count_nonzero(dev != dev0))
         return state.replace(assignment=dev, makespan_us=float(s.makespan_us)).with_stats(
-            self.name, heuristic=heuristic, iterations=it, units_moved=moved, overflow_before=start_over,
-            overflow_after=key[0], feasible=bool(s.feasible), split_fallback=used_split,
-            evaluations=ev.evaluations)
+            self.name, heuristic=heuristic, chosen=name, units_moved=moved, overflow_before=start_over,
+            overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations,
+            candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1]} for k, v in candidates.items()})
 
     def _repair(self, g, cluster, cm, units, ev, dev, heuristic):
-        """Run the move loop from ``dev``; return (key, assignment, schedule) of the best plan seen."""
+        """Run the move loop from ``dev``; return (key, assignment, schedule) of the best plan seen.
+
+        When a round of moves does not reduce the overflow, the worst device's run of ops is split at
+        its peak instead (heuristic II's second half).
+        """
         s = ev.schedule(dev, memory=True)
         best = (shortfall_key(s), dev, s)
         stuck = 0
@@ -375,6 +390,9 @@ class FitMemory:
             if s.feasible:
                 break
             moves = (knapsack_moves if heuristic == "knapsack" else residual_moves)(g, cluster, cm, units, s)
+            if not moves or stuck >= 2:
+                split = split_at_peak(g, cluster, s, int(np.argmax(overflow(s))))
+                moves = split or moves
             if not moves:
                 break
             trial = dev.copy()

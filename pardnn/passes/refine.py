@@ -257,23 +257,29 @@ class Refine:
     """Propose moves along this many of the chain's longest waits per round."""
     patience: int = 24
     """End a round after this many rejected proposals in a row, and retrace the chain."""
-    respect_memory: bool = False
-    """Accept only moves that keep every device within its memory (step 2's memory-aware refinement)."""
+    respect_memory: bool | str = "auto"
+    """Accept only moves that keep every device within its memory: True, False, or "auto" (when the plan
+    it starts from fits). After step 2 it is True: refinement recovers time without undoing the memory pass."""
+    only_after_changes_by: str | None = None
+    """Skip the pass when the named earlier pass left the plan unchanged (its stats say units_moved=0)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
             raise ValueError("refine needs an assignment: run the map pass first")
         if cluster.num_devices == 1 or g.num_nodes == 0:
             return state
+        if self.only_after_changes_by and not state.stats.get(self.only_after_changes_by, {}).get("units_moved"):
+            return state.with_stats(self.name, skipped=f"{self.only_after_changes_by} changed nothing")
         budget = self.max_evals if self.max_evals is not None else default_budget(g)
         ev = Evaluator(g, cluster)
         cm = CostModel.build(g, cluster)
         mover = _Mover(g, state.clustering)
         cur = state.assignment.copy()
-        check_memory = self.respect_memory and bool(np.isfinite(cluster.capacity).any())
-        s = ev.schedule(cur, memory=check_memory)
-        if check_memory and not s.feasible:
+        bounded = bool(np.isfinite(cluster.capacity).any())
+        s = ev.schedule(cur, memory=bounded and self.respect_memory is not False)
+        if self.respect_memory is True and bounded and not s.feasible:
             return state.with_stats(self.name, skipped="the plan does not fit memory")
+        check_memory = bounded and (self.respect_memory is True or (self.respect_memory == "auto" and s.feasible))
         start_ms = cur_ms = float(s.makespan_us)
         accepted = rounds = 0
         kinds: dict[str, int] = {}
