@@ -74,3 +74,47 @@ def conv_flops(output_elements: int, in_channels_per_group: int, kernel_spatial:
 
 def elementwise_flops(output_elements: int, per_element: float = 1.0) -> float:
     return float(output_elements) * per_element
+
+
+def einsum_flops(equation: str, shapes) -> float:
+    """FLOPs of an einsum: 2 x the product of every index's size (one multiply-add per term).
+
+    A single operand costs one add per term. ``...`` stands for the
+    broadcast leading dimensions, sized from the operand with most of them.
+    Raises ``ValueError`` on an equation that does not match the shapes.
+
+    >>> einsum_flops("bij,bjk->bik", [(8, 2, 3), (8, 3, 4)]) == 2 * 8 * 2 * 3 * 4
+    True
+    >>> einsum_flops("...ij,jk->...ik", [(5, 2, 3), (3, 4)]) == 2 * 5 * 2 * 3 * 4
+    True
+    """
+    lhs = equation.replace(" ", "").split("->")[0]
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum {equation!r}: {len(terms)} operands in the equation, {len(shapes)} given")
+    sizes: dict[str, int] = {}
+    ellipsis: list[int] = []
+    for term, shape in zip(terms, shapes):
+        shape = list(shape)
+        if "..." in term:
+            head, tail = term.split("...")
+            n_ell = len(shape) - len(head) - len(tail)
+            if n_ell < 0:
+                raise ValueError(f"einsum {equation!r}: operand {term!r} has rank {len(shape)}")
+            ell = shape[len(head):len(head) + n_ell]
+            if len(ell) > len(ellipsis):
+                ellipsis = ell[:len(ell) - len(ellipsis)] + ellipsis
+            for i, d in enumerate(ell[::-1]):
+                ellipsis[-1 - i] = max(ellipsis[-1 - i], d)
+            letters = head + tail
+            dims = shape[:len(head)] + shape[len(head) + n_ell:]
+        else:
+            letters, dims = term, shape
+        if len(letters) != len(dims):
+            raise ValueError(f"einsum {equation!r}: operand {term!r} has rank {len(dims)}")
+        for c, d in zip(letters, dims):
+            sizes[c] = max(sizes.get(c, 1), int(d))
+    total = 1.0
+    for d in list(sizes.values()) + ellipsis:
+        total *= d
+    return total * (2.0 if len(terms) > 1 else 1.0)
