@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev
+EXTRAS ?= dev,tf
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 comma  := ,
 PYTEST_ARGS ?=

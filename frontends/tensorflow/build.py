@@ -13,8 +13,10 @@ Per node and output port:
   constants, which are 0.
 * **persistent bytes**: a variable's shape times its dtype size (model
   weights and optimizer slots alike); a constant's tensor bytes.
-* **time**: the profile's robust per-step average, or the roofline estimate
-  (`costs`) on ``--device-profile``.
+* **time**: the profile's robust per-step average (a loop body's ops summed
+  over the iterations), or the roofline estimate (`costs`) on
+  ``--device-profile``, times the trip counts of the loops around the op
+  (`loops`).
 * **unknown dimensions** take ``--batch-size``. Without it, an unknown
   dimension in a size the graph needs is an `InputError` naming the node.
 
@@ -177,6 +179,8 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
                     where, len(cut))
     b.meta = _meta(model, prof, device_profile, batch_size, cut, unprofiled)
     g = topologically_sorted(b.build())
+    if back_edges or any(node_defs[n].op in ("Enter", "RefEnter") for n in names):
+        g = _scale_loops(g, node_defs, info, graph, scale=prof is None)
     floating = [any(t.dtype.base_dtype.is_floating for t in info[n]) for n in g.names]
     phases = label_phases(g, floating, [model.extra_meta["optimizer"]] if model.extra_meta.get("optimizer") else [])
     extras = []
@@ -188,6 +192,34 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
     meta["phases"] = phase_counts(phases)
     g = dataclasses.replace(g, node_extra=tuple(extras), meta=meta)
     return TFImport(graph=g, model=model, profile=prof)
+
+
+def _scale_loops(g: OpGraph, node_defs, info, graph, *, scale: bool) -> OpGraph:
+    """Record the loops and their trip counts; with estimated costs, multiply loop ops' times by them."""
+    import numpy as np
+
+    from . import loops
+
+    def constant_value(name: str, port: int):
+        try:
+            value = tf.get_static_value(graph.get_tensor_by_name(f"{name}:{port}"))
+        except (KeyError, ValueError, TypeError):
+            return None
+        return int(value) if value is not None and np.ndim(value) == 0 else None
+
+    frame = loops.frames(g.names, node_defs, BACK_EDGE_SOURCES)
+    trips = loops.trip_counts(frame, node_defs, info, constant_value)
+    meta = dict(g.meta)
+    meta["loops"] = {f: trips[f] for f in sorted(trips)}
+    if scale:
+        mult = np.fromiter((loops.multiplier(frame[n], trips) for n in g.names), dtype=np.float64,
+                           count=g.num_nodes)
+        g = g.with_costs(time_us=g.time_us * mult)
+        unknown = sorted(f for f, t in trips.items() if t is None)
+        if unknown:
+            log.warning("%d loop(s) have no trip count the graph states (%s); their ops count once per step",
+                        len(unknown), unknown[0] if len(unknown) == 1 else f"{unknown[0]}, ...")
+    return dataclasses.replace(g, meta=meta)
 
 
 def _reads_ref_variable(nd, node_defs) -> bool:

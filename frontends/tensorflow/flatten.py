@@ -129,4 +129,14 @@ def prune(graph_def, roots: Iterable[str], *, where: str):
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
     out.node.extend(n for n in graph_def.node if n.name in keep)
+    for n in out.node:
+        # a colocation with a node that was pruned away would make TensorFlow reject the graph
+        if "_class" in n.attr:
+            specs = [s for s in n.attr["_class"].list.s if not s.startswith(b"loc:@") or s[5:].decode() in keep]
+            if len(specs) != len(n.attr["_class"].list.s):
+                if specs:
+                    del n.attr["_class"].list.s[:]
+                    n.attr["_class"].list.s.extend(specs)
+                else:
+                    del n.attr["_class"]
     return out

@@ -107,7 +107,7 @@ def keras_train_step(model, loss, optimizer, batch=None, *, input_signature=None
     present = {n.name for n in flat.node}
     return TFModel(
         name=name or model.name, graph_def=flat, feeds=feeds, fetches=fetches,
-        targets=tuple(t for t in targets if t in present), source="keras", source_format="keras",
+        targets=tuple(t for t in targets if t in present), source=f"keras:{model.name}", source_format="keras",
         signature="train_step", variable_values=(lambda: values), feed_values=feed_values,
         inlined_functions=inlined,
         extra_meta={"optimizer": getattr(opt, "name", type(opt).__name__),

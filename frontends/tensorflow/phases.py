@@ -8,6 +8,7 @@ Rules, in order:
 2. **optimizer**: not backward, and either inside a known optimizer's name
    scope (a component equal to the optimizer's name: ``adam``, ``sgd``,
    ``Adam``, ``GradientDescent``, ...) or downstream, through data edges, of
+   such an op (Keras increments ``adam/iteration`` outside the scope) or of
    a *computed* gradient: a backward op with a floating-point output and a
    data path from a forward op. The second condition leaves out what the
    gradient code builds beside the forward pass: constants, and the
@@ -75,7 +76,7 @@ def label_phases(g: OpGraph, floating: Sequence[bool] | None = None,
         from_fwd = any(reach[u] for u in preds)
         reach[v] = (not bw[v] and not scoped[v]) or from_fwd
         computed = bw[v] and from_fwd and (floating is None or floating[v])
-        after[v] = computed or any(after[u] for u in preds)
+        after[v] = computed or scoped[v] or any(after[u] for u in preds)
     opt = [not bw[v] and (scoped[v] or after[v]) for v in range(V)]
     optr, oeids = g.out_csr
     dsts = g.edge_dst[oeids].tolist()

@@ -20,8 +20,11 @@ One warm-up step runs untraced; then ``N`` steps run with
   the N per-step sums are combined with ParDNN's robust average
   (`frontends.common.robust_average`: the median for fewer than 5 steps,
   else trimmed of the two lowest and two highest, then (mean + median) / 2);
-* **output bytes**: per output slot, the largest ``requested_bytes`` of the
-  output's allocation description over all executions;
+* **output bytes**: per output slot, the largest size over all executions,
+  from the traced tensor description: its shape times its dtype size (an
+  output that views another tensor reports the whole underlying buffer as
+  its allocation), or the allocation's ``requested_bytes`` for variants and
+  strings;
 * **temp bytes**: the op's peak allocation (its allocator records) beyond
   its outputs' allocated bytes, robust-averaged over the steps;
 * **persistent bytes** of constants: ``memory_stats.persistent_memory_size``.
@@ -202,8 +205,9 @@ def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[di
             allocated = 0
             for o in ns.output:
                 a = o.tensor_description.allocation_description
-                if a.requested_bytes > slots.get(o.slot, -1):
-                    slots[o.slot] = int(a.requested_bytes)
+                size = _tensor_bytes(o.tensor_description)
+                if size > slots.get(o.slot, -1):
+                    slots[o.slot] = size
                 allocated += a.allocated_bytes
             peak = sum(m.peak_bytes for m in ns.memory)
             temp = max(0, peak - allocated)
@@ -213,3 +217,25 @@ def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[di
             if p > persistent.get(name, 0):
                 persistent[name] = int(p)
     return times, temps
+
+
+def _tensor_bytes(desc) -> int:
+    """A traced output's size: its shape times its dtype size, else its allocation's requested bytes.
+
+    The allocation of an output that views another tensor (a slice, a
+    reshape) is the whole underlying buffer, so the shape is the better
+    measure wherever there is one; variants and strings only have the
+    allocation.
+    """
+    try:
+        dtype = tf.dtypes.as_dtype(desc.dtype)
+    except TypeError:
+        dtype = None
+    dims = [d.size for d in desc.shape.dim]
+    if dtype is not None and dtype.base_dtype not in (tf.variant, tf.string, tf.resource) and not \
+            desc.shape.unknown_rank and all(d >= 0 for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n * int(dtype.base_dtype.size)
+    return int(desc.allocation_description.requested_bytes)

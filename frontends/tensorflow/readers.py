@@ -155,6 +155,9 @@ def savedmodel_values(directory: Path, key: str, graph_def, call_nodes: list[str
     by_name = {n.name: n for n in graph_def.node}
     call = by_name[call_nodes[0]]
     handles = [parse_input(r)[0] for r in call.input if not r.startswith("^")][n_args:]
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)   # the loader warns about functions it will never differentiate here
     try:
         loaded = tf.saved_model.load(str(directory))
         captured = list(loaded.signatures[key].captured_inputs)
@@ -162,6 +165,8 @@ def savedmodel_values(directory: Path, key: str, graph_def, call_nodes: list[str
         log.warning("%s: could not restore variable values (%s); drawing them instead", directory,
                     _decode_error(exc))
         return {}
+    finally:
+        absl.setLevel(level)
     if len(captured) != len(handles):
         return {}
     values: dict[str, np.ndarray] = {}

@@ -193,7 +193,34 @@ def static_tensor_info(graph: "tf.Graph", graph_def, roots: Iterable[str], *,
             if outs is None or len(shapes) != len(outs):
                 continue
             info[name] = [TensorInfo(o.dtype, _merge(o.shape, s)) for o, s in zip(outs, shapes)]
+    _bound_broadcast_args(graph_def, info)
     return info
+
+
+def _bound_broadcast_args(graph_def, info: dict[str, list[TensorInfo]]) -> None:
+    """``BroadcastGradientArgs`` returns at most as many axes as its inputs have entries: use that bound.
+
+    Its outputs (the axes a gradient sums over) have a data-dependent length;
+    the bound is exact when no axis broadcasts and small either way.
+    """
+    from .model import parse_input
+
+    for node in graph_def.node:
+        if node.op != "BroadcastGradientArgs" or node.name not in info:
+            continue
+        outs = info[node.name]
+        if all(o.known for o in outs):
+            continue
+        lengths = []
+        for ref in node.input[:2]:
+            src, port, _ = parse_input(ref)
+            shape = info[src][port].shape if src in info else None
+            if shape is None or len(shape) != 1 or shape[0] is None:
+                break
+            lengths.append(shape[0])
+        else:
+            bound = max(lengths)
+            info[node.name] = [o if o.known else TensorInfo(o.dtype, (bound,)) for o in outs]
 
 
 def _unknown_count(info: dict[str, list[TensorInfo]]) -> int:
@@ -268,12 +295,15 @@ def resolve_list_elements(graph_def, info: dict[str, list[TensorInfo]]):
     A loop's gradient pops the forward pass's values back out of
     TensorLists, and TensorFlow does not carry a list's element shape through
     the loop's plumbing, so every popped value has an unknown shape. The
-    lists a read and a write touch are matched through the forwarding ops;
+    lists a read and a write (``TensorListPushBack``, ``TensorListSetItem``,
+    or the rows of ``TensorListFromTensor``) touch are matched through the
+    forwarding ops;
     a ``TensorListGetItem`` or ``TensorListStack`` whose element shape is
     unknown gets a constant ``element_shape`` holding the shape its list was
-    written with, and the element a ``TensorListPopBack`` returns passes
-    through an ``EnsureShape`` of it (its shape function ignores
-    ``element_shape``). For shape inference only.
+    written with, and the element a ``TensorListPopBack`` returns (and the
+    shape vector ``TensorListElementShape`` returns, whose length is the
+    element's rank) passes through an ``EnsureShape`` of it: their shape
+    functions ignore what is known. For shape inference only.
 
     Returns ``(graph_def, overrides)``, ``overrides`` mapping ``(node, port)``
     to the shape stated for it, or None when nothing was resolved.
@@ -281,24 +311,63 @@ def resolve_list_elements(graph_def, info: dict[str, list[TensorInfo]]):
     from .model import parse_input
 
     classes = _list_classes(graph_def)
-    elem: dict[tuple[str, int], Shape] = {}
-    for node in graph_def.node:
-        idx = _LIST_WRITERS.get(node.op)
-        if idx is None or len(node.input) <= idx:
-            continue
+    overrides: dict[tuple[str, int], Shape] = {}
+
+    def shape_of(src: str, port: int) -> Shape:
+        if (src, port) in overrides:
+            return overrides[(src, port)]
+        return info[src][port].shape if src in info and port < len(info[src]) else None
+
+    def list_of(node) -> tuple[str, int]:
         lst = parse_input(node.input[0])
-        src, port, _ = parse_input(node.input[idx])
-        shape = info[src][port].shape if src in info and port < len(info[src]) else None
-        if shape is not None and all(d is not None for d in shape):
-            key = classes.get((lst[0], lst[1]), (lst[0], lst[1]))
-            elem[key] = _merge(elem.get(key), shape)
-    if not elem:
-        return None
+        return classes.get((lst[0], lst[1]), (lst[0], lst[1]))
+
+    elem: dict[tuple[str, int], Shape] = {}
+    for _ in range(4):   # a shape vector's length can depend on another list's element: iterate
+        changed = False
+        for node in graph_def.node:
+            idx = _LIST_WRITERS.get(node.op)
+            if idx is not None and len(node.input) > idx:
+                src, port, _ = parse_input(node.input[idx])
+                shape = shape_of(src, port)
+                key = list_of(node)
+                if shape is not None and all(d is not None for d in shape) and elem.get(key) != shape:
+                    elem[key] = _merge(elem.get(key), shape)
+                    changed = True
+            elif node.op == "TensorListFromTensor" and node.input:
+                src, port, _ = parse_input(node.input[0])
+                shape = shape_of(src, port)
+                key = classes.get((node.name, 0), (node.name, 0))
+                if shape and all(d is not None for d in shape) and elem.get(key) != tuple(shape[1:]):
+                    elem[key] = _merge(elem.get(key), tuple(shape[1:]))
+                    changed = True
+            elif node.op == "TensorListElementShape" and node.input:
+                e = elem.get(list_of(node))
+                if e is not None and (node.name, 0) not in overrides and not (
+                        info.get(node.name) and info[node.name][0].known):
+                    overrides[(node.name, 0)] = (len(e),)
+                    changed = True
+        if not changed:
+            break
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
-    overrides: dict[tuple[str, int], Shape] = {}
     rewire: dict[str, str] = {}
+
+    def ensure(node_name: str, port: int, dtype_enum: int, shape) -> None:
+        ensure_node = out.node.add()
+        ensure_node.name = f"pardnn_element_shape/{node_name}"
+        ensure_node.op = "EnsureShape"
+        ensure_node.input.append(f"{node_name}:{port}")
+        ensure_node.attr["T"].type = dtype_enum
+        ensure_node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shape)).as_proto())
+        rewire[f"{node_name}:{port}"] = ensure_node.name
+        if port == 0:
+            rewire[node_name] = ensure_node.name
+
     for node in list(out.node):
+        if node.op == "TensorListElementShape" and (node.name, 0) in overrides:
+            ensure(node.name, 0, node.attr["shape_type"].type, overrides[(node.name, 0)])
+            continue
         idx = _LIST_READERS.get(node.op)
         if idx is None or len(node.input) <= idx:
             continue
@@ -306,18 +375,11 @@ def resolve_list_elements(graph_def, info: dict[str, list[TensorInfo]]):
         current = info.get(node.name)
         if current and port_of_elem < len(current) and current[port_of_elem].known:
             continue
-        lst = parse_input(node.input[0])
-        shape = elem.get(classes.get((lst[0], lst[1]), (lst[0], lst[1])))
+        shape = elem.get(list_of(node))
         if shape is None:
             continue
         if node.op == "TensorListPopBack":
-            ensure = out.node.add()
-            ensure.name = f"pardnn_element_shape/{node.name}"
-            ensure.op = "EnsureShape"
-            ensure.input.append(f"{node.name}:1")
-            ensure.attr["T"].type = node.attr["element_dtype"].type
-            ensure.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shape)).as_proto())
-            rewire[f"{node.name}:1"] = ensure.name
+            ensure(node.name, 1, node.attr["element_dtype"].type, shape)
             overrides[(node.name, 1)] = shape
             continue
         const = out.node.add()
@@ -329,7 +391,7 @@ def resolve_list_elements(graph_def, info: dict[str, list[TensorInfo]]):
         node.input[idx] = const.name
         if "shape_type" in node.attr:
             node.attr["shape_type"].type = tf.int32.as_datatype_enum
-        overrides[(node.name, -1)] = shape
+        overrides.setdefault((node.name, -1), shape)
     if not overrides:
         return None
     if rewire:
