@@ -15,6 +15,7 @@ structure (node names, edges, groups) is.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def resnet(keras, rng, batch=16, size=32, widths=(16, 32, 64), blocks=2, classes
     return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), data
 
 
-def lstm(keras, rng, batch=16, seq=20, features=32, hidden=64, layers=2, classes=10):
+def lstm(keras, rng, batch=16, seq=20, features=32, hidden=64, layers=4, classes=10):
     """A stacked LSTM sequence classifier (Keras's LSTM: a while loop per layer)."""
     inp = keras.Input((seq, features), name="sequence")
     x = inp
@@ -84,10 +85,10 @@ def lstm(keras, rng, batch=16, seq=20, features=32, hidden=64, layers=2, classes
 
 
 MODELS = {
-    # file name: (builder, graph name, description for the README)
+    # file name: (builder, graph name)
     "tf_transformer_4l.json.gz": (transformer, "keras-transformer-4l"),
     "tf_resnet14.json.gz": (resnet, "keras-resnet14"),
-    "tf_lstm_2l.json.gz": (lstm, "keras-lstm-2l"),
+    "tf_lstm_4l.json.gz": (lstm, "keras-lstm-4l"),
 }
 
 
@@ -107,16 +108,17 @@ def main(argv: list[str] | None = None) -> None:
     for out, (build, name) in MODELS.items():
         if args.only and args.only not in out:
             continue
+        keras.backend.clear_session()   # Keras numbers names per process: start each model afresh
         keras.utils.set_random_seed(0)
         rng = np.random.default_rng(0)
         model, loss, batch = build(keras, rng)
         t0 = time.perf_counter()
-        imp = import_keras(model, loss, keras.optimizers.Adam(1e-3), batch,
+        imp = import_keras(model, loss, keras.optimizers.Adam(1e-3, name="adam"), batch,
                            options=FrontendOptions(name=name, profile_steps=args.steps))
-        g = imp.graph
-        g.meta["model"] = {"builder": f"sample_graphs/make_tf_samples.py:{build.__name__}",
-                           "parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
-                           "batch": int(len(batch[1])), "keras": keras.__version__}
+        model_meta = {"builder": f"sample_graphs/make_tf_samples.py:{build.__name__}",
+                      "parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
+                      "batch": int(len(batch[1])), "keras": keras.__version__}
+        g = dataclasses.replace(imp.graph, meta={**imp.graph.meta, "model": model_meta})
         path = save_graph(g, Path(args.out) / out)
         print(f"{out}: {g.num_nodes} nodes, {g.num_edges} edges, {len(g.group_names)} groups, "
               f"phases {g.meta['phases']}, compute {g.time_us.sum() / 1e3:.1f} ms, "
