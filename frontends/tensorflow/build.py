@@ -175,8 +175,8 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
             b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port])
     if cut:
         log.warning("%s: cut %d while-loop back edge(s) (NextIteration -> Merge) so the graph is a DAG; "
-                    "a loop body appears once, with its time summed over the iterations when profiled",
-                    where, len(cut))
+                    "a loop body appears once, its time %s", where, len(cut),
+                    "summed over the iterations" if prof else "multiplied by the loop's trip count")
     b.meta = _meta(model, prof, device_profile, batch_size, cut, unprofiled)
     g = topologically_sorted(b.build())
     if back_edges or any(node_defs[n].op in ("Enter", "RefEnter") for n in names):

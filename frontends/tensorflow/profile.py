@@ -49,7 +49,7 @@ from pardnn.errors import InputError, RuntimeFailure
 
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
-from .model import Feed, TFModel
+from .model import TFModel
 from .shapes import format_shape, import_graph, with_batch
 
 log = logging.getLogger("pardnn.frontends.tensorflow")
@@ -103,8 +103,12 @@ def feed_values(model: TFModel, batch_size: int | None) -> dict[str, np.ndarray]
     rng = np.random.default_rng(1)
     out = {}
     for f in model.feeds:
+        dtype = tf.dtypes.as_dtype(f.dtype)
+        if dtype.base_dtype in (tf.string, tf.variant, tf.resource):
+            raise InputError(f"{model.source}: input {f.name!r} is a {dtype.name} tensor; a profiled run "
+                             "cannot make up its value (import without --profile)")
         shape = _concrete(f.shape, batch_size, f"{model.source}: input {f.name!r}")
-        out[f.name] = _draw(rng, tf.dtypes.as_dtype(f.dtype), shape)
+        out[f.name] = _draw(rng, dtype, shape)
     return out
 
 

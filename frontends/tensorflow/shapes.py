@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from pardnn.errors import InputError
@@ -60,6 +61,7 @@ class TensorInfo:
         return None if n is None else n * size
 
 
+@lru_cache(maxsize=None)
 def dtype_size(dtype) -> int:
     """Bytes per element; 0 for resource, variant and string tensors.
 
