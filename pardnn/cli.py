@@ -184,7 +184,8 @@ def frontend_options(f):
     options = [
         click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: detected)."),
         click.option("--signature", help="SavedModel signature to import (default: the training step if there is "
-                                         "one, else serving_default)."),
+                                         "one, else serving_default); for a GraphDef, the output node(s) to run, "
+                                         "comma separated."),
         click.option("--profile", "profile_steps", type=click.IntRange(0), default=0, show_default=True,
                      help="Profile this many steps for real op times (0 = roofline estimate)."),
         click.option("--batch-size", type=click.IntRange(1), help="Value for unknown batch dimensions."),

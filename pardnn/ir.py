@@ -452,7 +452,8 @@ class GraphBuilder:
         pid = port_ptr[src] + port
         is_listed = np.zeros(port_bytes.size, dtype=bool)
         is_listed[listed_pos] = True
-        fill = data & (nbytes >= 0) & ~is_listed[pid]
+        fill = data & (nbytes >= 0)
+        fill[data] &= ~is_listed[pid[data]]   # control edges have no port: never index with theirs
         if fill.any():
             np.maximum.at(port_bytes, pid[fill], nbytes[fill])
         # An edge without bytes takes its port's size.

@@ -171,3 +171,22 @@ def test_file_is_json_with_spec_fields(tmp_path):
     d = json.loads(save_graph(g, tmp_path / "g.json").read_text())
     assert d["format"] == "pardnn.graph" and d["version"] == 1
     assert d["nodes"] == [{"name": "a", "op": "Op", "time_us": 1.0, "output_bytes": [8]}]
+
+
+def test_control_edge_from_a_portless_last_node():
+    """A control edge out of the last node, which has no output ports, builds (regression)."""
+    from pardnn.ir import GraphBuilder
+
+    b = GraphBuilder("ctrl")
+    b.add_node("a", "Op", output_bytes=[4])
+    b.add_node("init", "NoOp")
+    b.add_node("c", "Op")
+    b.add_edge("init", "c", control=True)
+    b.add_edge("a", "c")
+    g = b.build()
+    assert g.num_edges == 2 and g.edge_control.tolist() == [True, False]
+    b2 = GraphBuilder("ctrl-last")
+    b2.add_node("c", "Op")
+    b2.add_node("init", "NoOp")
+    b2.add_edge("init", "c", control=True)
+    assert b2.build(verify=False).num_edges == 1

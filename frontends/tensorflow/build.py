@@ -1,0 +1,256 @@
+"""Turn a flat `TFModel` into a weighted `OpGraph` (costs, groups, pins, phases).
+
+Per node and output port:
+
+* **tensor bytes** (what an edge carries to another device): the profiled
+  ``requested_bytes`` when the node was profiled, else the static shape's
+  elements times the dtype size. Resource handles count 0 (the variable's
+  bytes are its ``persistent_bytes``), and so do variants and strings,
+  whose size is not static.
+* **output bytes** (memory the output takes on its own device): the tensor
+  bytes, except outputs that alias memory already counted as persistent:
+  variable reads (``ReadVariableOp``, ``Identity`` of a ref variable) and
+  constants, which are 0.
+* **persistent bytes**: a variable's shape times its dtype size (model
+  weights and optimizer slots alike); a constant's tensor bytes.
+* **time**: the profile's robust per-step average (a loop body's ops summed
+  over the iterations), or the roofline estimate (`costs`) on
+  ``--device-profile``, times the trip counts of the loops around the op
+  (`loops`).
+* **unknown dimensions** take ``--batch-size``. Without it, an unknown
+  dimension in a size the graph needs is an `InputError` naming the node.
+
+``NextIteration -> Merge`` edges (while-loop back edges) are left out of the
+`OpGraph`, so it is a DAG; they stay in the GraphDef. Nodes are written in a
+topological order that keeps the GraphDef's order where it can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from frontends.roofline import get_profile
+from pardnn.analysis import topologically_sorted
+from pardnn.errors import InputError
+from pardnn.ir import GraphBuilder, OpGraph
+
+from ._tf import tf
+from .colocation import HOST_DEVICE, VARIABLE_OPS, colocation
+from .costs import estimate_time_us
+from .model import TFModel, parse_input, split_tensor_name
+from .phases import label_phases, phase_counts
+from .profile import Profile, run_profile
+from .shapes import (TensorInfo, format_shape, import_graph, static_tensor_info, with_batch,
+                     without_back_edges)
+
+log = logging.getLogger("pardnn.frontends.tensorflow")
+
+BACK_EDGE_SOURCES = frozenset({"NextIteration", "RefNextIteration"})
+
+
+@dataclass(frozen=True, eq=False)
+class TFImport:
+    """The result of importing a TensorFlow model.
+
+    ``graph`` is the weighted `OpGraph` whose node names are ``model.graph_def``'s
+    node names; ``model`` is what the backend needs to place and run it.
+    """
+
+    graph: OpGraph
+    model: TFModel
+    profile: Profile | None = None
+
+
+def _unknown(where: str, name: str, op: str, port: int, shape) -> InputError:
+    return InputError(f"{where}: node {name!r} ({op}) output {port} has shape {format_shape(shape)} with an "
+                      "unknown dimension; pass --batch-size N to use N for unknown dimensions")
+
+
+def _static_bytes(info: TensorInfo, fill: int | None, where: str, name: str, op: str, port: int) -> int:
+    n = info.nbytes(fill)
+    if n is None:
+        raise _unknown(where, name, op, port, info.shape)
+    return int(n)
+
+
+def _variable_bytes(node_def, fill: int | None, where: str) -> int:
+    dtype = tf.dtypes.as_dtype(node_def.attr["dtype"].type)
+    shape_proto = node_def.attr["shape"].shape
+    dims = None if shape_proto.unknown_rank else tuple(d.size if d.size >= 0 else None for d in shape_proto.dim)
+    info = TensorInfo(dtype, dims)
+    n = info.nbytes(fill)
+    if n is None:
+        raise InputError(f"{where}: variable {node_def.name!r} has shape {format_shape(dims)} with an unknown "
+                         "dimension; pass --batch-size N to use N for it")
+    return int(n)
+
+
+def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None = None,
+               device_profile: str = "h100", name: str | None = None) -> TFImport:
+    """Weigh ``model``'s graph (rules in the module docstring) and return it with the model."""
+    where = model.source or model.name
+    try:
+        device = get_profile(device_profile)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    gd = with_batch(model.graph_def, model.feeds, batch_size)
+    node_defs = {n.name: n for n in gd.node}
+    names = [n.name for n in gd.node]
+    back_edges = [(src, n) for n in names for src, _, control in map(parse_input, node_defs[n].input)
+                  if not control and node_defs[src].op in BACK_EDGE_SOURCES]
+    analysed = without_back_edges(gd)
+    graph = import_graph(analysed, where=where)
+    roots = [split_tensor_name(t)[0] for t in model.fetches] + list(model.targets)
+    info = static_tensor_info(graph, analysed, roots)
+    prof = run_profile(model, profile_steps, batch_size=batch_size) if profile_steps > 0 else None
+
+    # Tensor bytes per (node, port).
+    tensor_bytes: dict[str, list[int]] = {}
+    for n in names:
+        nd = node_defs[n]
+        outs = info[n]
+        measured = prof.output_bytes.get(n, {}) if prof else {}
+        sizes = []
+        for port, t in enumerate(outs):
+            if t.dtype.base_dtype == tf.resource:
+                sizes.append(0)
+            elif port in measured:
+                sizes.append(int(measured[port]))
+            else:
+                sizes.append(_static_bytes(t, batch_size, where, n, nd.op, port))
+        tensor_bytes[n] = sizes
+
+    coloc = colocation(graph, names, node_defs, extra_edges=back_edges)
+    b = GraphBuilder(name or model.name, source=where)
+    unprofiled = 0
+    for i, n in enumerate(names):
+        nd = node_defs[n]
+        op = nd.op
+        outs = info[n]
+        sizes = tensor_bytes[n]
+        persistent = 0
+        output_bytes = list(sizes)
+        if op in VARIABLE_OPS:
+            persistent = _variable_bytes(nd, batch_size, where)
+        elif op in ("Const", "HostConst"):
+            persistent = sum(sizes)
+            output_bytes = [0] * len(sizes)
+        elif op == "ReadVariableOp" or (op == "Identity" and _reads_ref_variable(nd, node_defs)):
+            output_bytes = [0] * len(sizes)
+        if prof is not None:
+            time_us = prof.time_us.get(n)
+            if time_us is None:
+                unprofiled += op != "Placeholder"
+                time_us = 0.0
+            temp = prof.temp_bytes.get(n, 0)
+        else:
+            inputs = []
+            for ref in nd.input:
+                src, port, control = parse_input(ref)
+                if not control:
+                    src_outs = info.get(src)
+                    inputs.append(src_outs[port] if src_outs and port < len(src_outs) else None)
+            time_us, _ = estimate_time_us(op, nd.attr, inputs, outs, device, batch_size)
+            temp = 0
+        extra: dict[str, Any] = {}
+        if coloc.host[i]:
+            extra["host"] = True
+        b.add_node(n, op, time_us=time_us, output_bytes=output_bytes, temp_bytes=temp,
+                   persistent_bytes=persistent, colocation=coloc.group[i],
+                   pinned=HOST_DEVICE if coloc.host[i] else None, **extra)
+    cut: list[list[str]] = []
+    for n in names:
+        nd = node_defs[n]
+        for ref in nd.input:
+            src, port, control = parse_input(ref)
+            if control:
+                b.add_edge(src, n, control=True)
+                continue
+            if node_defs[src].op in BACK_EDGE_SOURCES:
+                cut.append([src, n])
+                continue
+            b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port])
+    if cut:
+        log.warning("%s: cut %d while-loop back edge(s) (NextIteration -> Merge) so the graph is a DAG; "
+                    "a loop body appears once, its time %s", where, len(cut),
+                    "summed over the iterations" if prof else "multiplied by the loop's trip count")
+    b.meta = _meta(model, prof, device_profile, batch_size, cut, unprofiled)
+    g = topologically_sorted(b.build())
+    if back_edges or any(node_defs[n].op in ("Enter", "RefEnter") for n in names):
+        g = _scale_loops(g, node_defs, info, graph, scale=prof is None)
+    floating = [any(t.dtype.base_dtype.is_floating for t in info[n]) for n in g.names]
+    phases = label_phases(g, floating, [model.extra_meta["optimizer"]] if model.extra_meta.get("optimizer") else [])
+    extras = []
+    for v in range(g.num_nodes):
+        x = dict(g.node_extra[v]) if g.node_extra and g.node_extra[v] else {}
+        x["phase"] = phases[v]
+        extras.append(x)
+    meta = dict(g.meta)
+    meta["phases"] = phase_counts(phases)
+    g = dataclasses.replace(g, node_extra=tuple(extras), meta=meta)
+    return TFImport(graph=g, model=model, profile=prof)
+
+
+def _scale_loops(g: OpGraph, node_defs, info, graph, *, scale: bool) -> OpGraph:
+    """Record the loops and their trip counts; with estimated costs, multiply loop ops' times by them."""
+    import numpy as np
+
+    from . import loops
+
+    def constant_value(name: str, port: int):
+        try:
+            value = tf.get_static_value(graph.get_tensor_by_name(f"{name}:{port}"))
+        except (KeyError, ValueError, TypeError):
+            return None
+        return int(value) if value is not None and np.ndim(value) == 0 else None
+
+    frame = loops.frames(g.names, node_defs, BACK_EDGE_SOURCES)
+    trips = loops.trip_counts(frame, node_defs, info, constant_value)
+    meta = dict(g.meta)
+    meta["loops"] = {f: trips[f] for f in sorted(trips)}
+    if scale:
+        mult = np.fromiter((loops.multiplier(frame[n], trips) for n in g.names), dtype=np.float64,
+                           count=g.num_nodes)
+        g = g.with_costs(time_us=g.time_us * mult)
+        unknown = sorted(f for f, t in trips.items() if t is None)
+        if unknown:
+            log.warning("%d loop(s) have no trip count the graph states (%s); their ops count once per step",
+                        len(unknown), unknown[0] if len(unknown) == 1 else f"{unknown[0]}, ...")
+    return dataclasses.replace(g, meta=meta)
+
+
+def _reads_ref_variable(nd, node_defs) -> bool:
+    if not nd.input:
+        return False
+    src, _, control = parse_input(nd.input[0])
+    return not control and node_defs[src].op in ("VariableV2", "Variable")
+
+
+def _meta(model: TFModel, prof: Profile | None, device_profile: str, batch_size: int | None,
+          cut: list[list[str]], unprofiled: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "source_format": model.source_format,
+        "source": model.source,
+        "signature": model.signature,
+        "tensorflow": tf.__version__,
+        "batch_size": batch_size,
+        "costs": "profile" if prof else "roofline",
+    }
+    if prof:
+        meta.update(profile_steps=prof.steps, profile_device=prof.device or "CPU",
+                    profile_step_ms=[round(x, 3) for x in prof.step_ms], unprofiled_ops=unprofiled)
+    else:
+        meta["device_profile"] = device_profile
+    meta.update({
+        "feeds": [{"name": f.name, "dtype": f.dtype, "shape": None if f.shape is None else list(f.shape)}
+                  for f in model.feeds],
+        "fetches": list(model.fetches),
+        "targets": list(model.targets),
+        "inlined_functions": model.inlined_functions,
+        "cut_back_edges": cut,
+    })
+    meta.update(model.extra_meta)
+    return meta

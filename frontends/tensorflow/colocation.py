@@ -1,0 +1,149 @@
+"""Which ops must share a device, and which must stay on the host.
+
+**Groups.** TensorFlow's placer puts an op that takes a resource handle or a
+reference (a variable read, an assignment, an optimizer update) on the
+device of the op that made the handle, whatever device was asked for. It
+does this for every data edge whose consumer input is of resource or ref
+type, so the rule follows handles through ``Identity``, ``Enter``,
+``Switch`` and the like; only function-call ops (``PartitionedCall``,
+``StatefulPartitionedCall``) and dataset ops are exempt. We apply the same
+rule, plus the explicit ``_class: ["loc:@other"]`` attributes, with a
+union-find. Each resulting set of two or more ops is one colocation group,
+named after its first variable op (``VarHandleOp``, ``VariableV2``, ...) in
+graph order, or its first op when it has none. A ``ResourceApplyAdam``
+(which takes the variable and both slots) joins a variable and its slots in
+one group; Keras 3 optimizers update each slot with its own ops, so there a
+variable and its slots are separate groups, as TensorFlow allows.
+
+**Host ops.** pardnn's devices are a cluster's accelerators; the host CPU is
+not one of them. Some ops can only run on the host: savers and restorers,
+dataset and iterator ops, Python callbacks, printing and summaries, and ops
+producing strings. Such an op is **pinned to device 0** and marked
+``"host": true``: the host of device 0 runs it (the client process, which
+also feeds and fetches), so its tensors reach device 0 over that device's
+host link and every other device over the cluster's links, which is what
+a pin to device 0 models. The backend places these ops on the CPU of device
+0's task, not on device 0 itself. With logical CPU devices, device 0 *is*
+that CPU. If a GraphDef requests devices and asks for a CPU for some ops
+while asking for accelerators for others, its CPU ops are host ops too. A
+group that holds a host op is pinned whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ._tf import tf
+
+HOST_DEVICE = 0
+"""The device index host-only ops are pinned to (see the module docstring)."""
+
+HOST_ONLY_OPS = frozenset({
+    "SaveV2", "RestoreV2", "MergeV2Checkpoints", "Save", "SaveSlices", "Restore", "RestoreSlice",
+    "ShardedFilename", "ShardedFilespec", "PyFunc", "PyFuncStateless", "EagerPyFunc", "Print", "PrintV2",
+    "StringFormat", "ReadFile", "WriteFile", "DecodeJpeg", "DecodePng", "DecodeImage", "DecodeRaw",
+    "DecodeCSV", "ParseExample", "ParseExampleV2", "ParseSingleExample", "ParseSequenceExample",
+    "MakeIterator", "OneShotIterator", "DeleteIterator", "OptionalGetValue", "OptionalHasValue",
+    "OptionalFromValue", "OptionalNone",
+})
+_STRING_OK = frozenset({"Const", "HostConst", "Identity", "IdentityN", "Placeholder", "PlaceholderWithDefault",
+                        "NoOp"})
+_EXEMPT_CONSUMERS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable", "_VarHandlesOp"})
+
+
+def is_host_only(op: "tf.Operation") -> bool:
+    """Whether TensorFlow can only run ``op`` on a host CPU (rules in the module docstring)."""
+    t = op.type
+    if t in HOST_ONLY_OPS or t.endswith(("Dataset", "DatasetV2", "DatasetV3", "DatasetV4")):
+        return True
+    if t.startswith(("Iterator", "AnonymousIterator", "AnonymousMultiDeviceIterator")) or "Summary" in t:
+        return True
+    if t in _STRING_OK:
+        return False
+    return any(o.dtype.base_dtype == tf.string for o in op.outputs)
+
+
+def _input_types(op) -> Sequence:
+    try:
+        return op._input_types
+    except AttributeError:   # pragma: no cover - older TensorFlow
+        return [t.dtype for t in op.inputs]
+
+
+@dataclass(frozen=True)
+class Colocation:
+    """Per node (in the order given): its group name or None, and whether it must run on the host."""
+
+    group: tuple[str | None, ...]
+    host: tuple[bool, ...]
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        p = self.parent
+        while p[x] != x:
+            p[x] = p[p[x]]
+            x = p[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # the lower id becomes the root: deterministic
+            if rb < ra:
+                ra, rb = rb, ra
+            self.parent[rb] = ra
+
+
+def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
+               extra_edges: Sequence[tuple[str, str]] = ()) -> Colocation:
+    """Colocation groups and host-only ops of the nodes ``names`` (graph order).
+
+    ``node_defs`` maps names to NodeDefs (for ``_class`` and requested devices).
+    ``extra_edges`` are data edges ``graph`` lacks (loop back edges left out
+    for shape inference); a handle or reference crossing one joins its ends.
+    """
+    index = {n: i for i, n in enumerate(names)}
+    uf = _UnionFind(len(names))
+    ops = [graph.get_operation_by_name(n) for n in names]
+    for i, op in enumerate(ops):
+        if op.type in _EXEMPT_CONSUMERS or op.type.endswith("Dataset"):
+            continue
+        for t, want in zip(op.inputs, _input_types(op)):
+            if want == tf.resource or want._is_ref_dtype or t.dtype == tf.resource:
+                j = index.get(t.op.name)
+                if j is not None:
+                    uf.union(j, i)
+    for src, dst in extra_edges:
+        out = ops[index[src]].outputs
+        if out and (out[0].dtype == tf.resource or out[0].dtype._is_ref_dtype):
+            uf.union(index[src], index[dst])
+    for i, name in enumerate(names):
+        nd = node_defs[name]
+        if "_class" in nd.attr:
+            for spec in nd.attr["_class"].list.s:
+                spec = spec.decode()
+                if spec.startswith("loc:@") and spec[5:] in index:
+                    uf.union(index[spec[5:]], i)
+    roots = [uf.find(i) for i in range(len(names))]
+    members: dict[int, list[int]] = {}
+    for i, r in enumerate(roots):
+        members.setdefault(r, []).append(i)
+    group_name: dict[int, str] = {}
+    for r, ms in members.items():
+        if len(ms) < 2:
+            continue
+        var = next((m for m in ms if ops[m].type in VARIABLE_OPS), ms[0])
+        group_name[r] = names[var]
+    host = [is_host_only(op) for op in ops]
+    devices = [node_defs[n].device.upper() for n in names]
+    if any(("GPU" in d or "TPU" in d) for d in devices):
+        host = [h or ("CPU" in d) for h, d in zip(host, devices)]
+    host_roots = {roots[i] for i, h in enumerate(host) if h and roots[i] in group_name}
+    host = [h or (roots[i] in host_roots) for i, h in enumerate(host)]
+    return Colocation(group=tuple(group_name.get(r) for r in roots), host=tuple(host))

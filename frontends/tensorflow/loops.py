@@ -1,0 +1,99 @@
+"""While loops in a lowered graph: which frame each op runs in, and how often.
+
+A lowered loop is the ops between its ``Enter`` and ``Exit`` nodes; they
+run once per iteration. Without a profile, their estimated time must be
+multiplied by the trip count, which the graph rarely states outright. The
+loops TensorFlow and Keras build iterate over a TensorList made from a
+tensor (``TensorListFromTensor``: a recurrent layer unstacks its input
+sequence, its gradient unstacks the output gradients) or filled into a
+list of fixed size (``TensorListReserve``), so a frame's trip count is the
+largest such length entering it; a gradient loop runs as often as its
+forward loop (TensorFlow names its frame after the forward one's, plus
+``_grad``). A frame with no such list counts once,
+and is listed as such in the graph's ``loops`` field. Nested frames
+multiply.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .model import parse_input
+from .shapes import TensorInfo
+
+ROOT = ""
+SEP = " > "
+"""Separates nested frames in a frame path (frame names themselves contain ``/``)."""
+
+
+def frames(order: Sequence[str], node_defs: Mapping, back_edge_sources: frozenset[str]) -> dict[str, str]:
+    """Each node's frame path (``""`` outside loops; ``outer > inner`` for nested loops).
+
+    ``order`` must be topological once the loop back edges are left out.
+    """
+    frame: dict[str, str] = {}
+    for name in order:
+        nd = node_defs[name]
+        first = next((parse_input(r)[0] for r in nd.input
+                      if node_defs[parse_input(r)[0]].op not in back_edge_sources), None)
+        outer = frame.get(first, ROOT) if first is not None else ROOT
+        if nd.op in ("Enter", "RefEnter"):
+            inner = nd.attr["frame_name"].s.decode()
+            frame[name] = f"{outer}{SEP}{inner}" if outer else inner
+        elif nd.op in ("Exit", "RefExit"):
+            frame[name] = outer.rpartition(SEP)[0] if SEP in outer else ROOT
+        else:
+            frame[name] = outer
+    return frame
+
+
+def trip_counts(frame: Mapping[str, str], node_defs: Mapping, info: Mapping[str, list[TensorInfo]],
+                constant_value) -> dict[str, int | None]:
+    """Each frame's estimated iterations (None: unknown, counted once).
+
+    ``constant_value(name, port)`` returns a static integer value or None.
+    """
+    trips: dict[str, int | None] = {f: None for f in set(frame.values()) if f != ROOT}
+    for name, f in frame.items():
+        nd = node_defs[name]
+        if nd.op not in ("Enter", "RefEnter") or not nd.input:
+            continue
+        src, port, _ = parse_input(nd.input[0])
+        op = node_defs[src].op
+        n = None
+        if op == "TensorListFromTensor":
+            src_in, src_port, _ = parse_input(node_defs[src].input[0])
+            shape = info.get(src_in, [None] * (src_port + 1))[src_port]
+            if shape is not None and shape.shape and shape.shape[0] is not None:
+                n = int(shape.shape[0])
+        elif op == "TensorListReserve" and len(node_defs[src].input) > 1:
+            ref = parse_input(node_defs[src].input[1])
+            n = constant_value(ref[0], ref[1])
+        if n is not None and n > 0 and (trips.get(f) is None or n > trips[f]):
+            trips[f] = n
+    # A gradient loop (TensorFlow names its frame after the forward loop's, plus
+    # ``_grad``) runs as many iterations as its forward loop.
+    for f in list(trips):
+        if not f.endswith("_grad"):
+            continue
+        base = f[:-len("_grad")]
+        forward = max((k for k in trips if k != f and not k.endswith("_grad") and base.endswith(k)),
+                      key=len, default=None)
+        if forward is not None and trips[forward] is not None and (trips[f] is None or trips[forward] > trips[f]):
+            trips[f] = trips[forward]
+    return trips
+
+
+def multiplier(frame_path: str, trips: Mapping[str, int | None]) -> int:
+    """Iterations per step of an op in ``frame_path``: the product over its enclosing loops.
+
+    >>> multiplier("a > b", {"a": 3, "a > b": 5, "c": None}), multiplier("", {})
+    (15, 1)
+    """
+    if not frame_path:
+        return 1
+    m = 1
+    parts = frame_path.split(SEP)
+    for i in range(1, len(parts) + 1):
+        m *= trips.get(SEP.join(parts[:i])) or 1
+    return m

@@ -1,0 +1,245 @@
+"""Real op times and tensor sizes from profiled steps (``--profile N``).
+
+The flat graph runs in a ``tf.compat.v1.Session`` on the host CPU with
+grappler and the classic graph optimizer switched off, so TensorFlow
+executes exactly the GraphDef's nodes under their own names, and with one
+inter-op thread, so ops run one at a time and each op's time is its own
+(each op still uses every core inside). The variables start from the
+model's values where they are known (a Keras model's, a SavedModel's
+checkpoint) and from deterministic draws otherwise (normal, scale 0.05, for
+floating point; zeros for integers and booleans). Feeds are the batch given
+to the Keras API, or deterministic draws of the same kinds, with unknown
+dimensions from ``--batch-size``.
+
+One warm-up step runs untraced; then ``N`` steps run with
+``RunOptions(trace_level=FULL_TRACE)`` and each step's
+``RunMetadata.step_stats`` is read:
+
+* **time**: per node, the sum over its executions in the step (a loop body
+  runs once per iteration) of ``op_end_rel_nanos - op_start_rel_nanos``;
+  the N per-step sums are combined with ParDNN's robust average
+  (`frontends.common.robust_average`: the median for fewer than 5 steps,
+  else trimmed of the two lowest and two highest, then (mean + median) / 2);
+* **output bytes**: per output slot, the largest size over all executions,
+  from the traced tensor description: its shape times its dtype size (an
+  output that views another tensor reports the whole underlying buffer as
+  its allocation), or the allocation's ``requested_bytes`` for variants and
+  strings;
+* **temp bytes**: the op's peak allocation (its allocator records) beyond
+  its outputs' allocated bytes, robust-averaged over the steps;
+* **persistent bytes** of constants: ``memory_stats.persistent_memory_size``.
+
+Nodes the trace never saw (the feeds, which TensorFlow replaces by its own
+argument nodes; ops in branches not taken) have no profile; the caller
+gives them zero time and static sizes.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from frontends.common import robust_average
+from pardnn.errors import InputError, RuntimeFailure
+
+from ._tf import config_pb2, tf
+from .colocation import VARIABLE_OPS
+from .model import TFModel
+from .shapes import format_shape, import_graph, with_batch
+
+log = logging.getLogger("pardnn.frontends.tensorflow")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Aggregated measurements by node name."""
+
+    steps: int
+    device: str
+    time_us: Mapping[str, float]
+    output_bytes: Mapping[str, Mapping[int, int]]
+    temp_bytes: Mapping[str, int]
+    persistent_bytes: Mapping[str, int]
+    step_ms: Sequence[float] = field(default_factory=tuple)
+
+
+def session_config() -> "config_pb2.ConfigProto":
+    """A session that runs the GraphDef as written: no grappler, no constant folding, one inter-op thread."""
+    config = config_pb2.ConfigProto(inter_op_parallelism_threads=1, allow_soft_placement=True)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    opts = config.graph_options.optimizer_options
+    opts.opt_level = config_pb2.OptimizerOptions.L0
+    opts.do_constant_folding = False
+    opts.do_common_subexpression_elimination = False
+    opts.do_function_inlining = False
+    return config
+
+
+def _draw(rng: np.random.Generator, dtype, shape: Sequence[int]) -> np.ndarray:
+    np_dtype = dtype.as_numpy_dtype
+    if dtype.is_floating or dtype.is_complex:
+        return (rng.standard_normal(shape) * 0.05).astype(np_dtype)
+    return np.zeros(shape, dtype=np_dtype)
+
+
+def _concrete(shape, fill: int | None, what: str) -> tuple[int, ...]:
+    if shape is None:
+        raise InputError(f"{what} has an unknown rank; a profiled run cannot make up its value")
+    if any(d is None for d in shape) and fill is None:
+        raise InputError(f"{what} has shape {format_shape(shape)} with an unknown dimension; "
+                         "pass --batch-size N to use N for it")
+    return tuple(fill if d is None else int(d) for d in shape)
+
+
+def feed_values(model: TFModel, batch_size: int | None) -> dict[str, np.ndarray]:
+    """The batch to feed: the model's own, else deterministic draws."""
+    if model.feed_values:
+        return dict(model.feed_values)
+    rng = np.random.default_rng(1)
+    out = {}
+    for f in model.feeds:
+        dtype = tf.dtypes.as_dtype(f.dtype)
+        if dtype.base_dtype in (tf.string, tf.variant, tf.resource):
+            raise InputError(f"{model.source}: input {f.name!r} is a {dtype.name} tensor; a profiled run "
+                             "cannot make up its value (import without --profile)")
+        shape = _concrete(f.shape, batch_size, f"{model.source}: input {f.name!r}")
+        out[f.name] = _draw(rng, dtype, shape)
+    return out
+
+
+def _initializer(graph, model: TFModel, values: Mapping[str, np.ndarray], batch_size: int | None):
+    """Ops and feeds that set every variable of ``graph`` to its start value."""
+    rng = np.random.default_rng(0)
+    assigns, feeds = [], {}
+    with graph.as_default():
+        for op in graph.get_operations():
+            if op.type not in VARIABLE_OPS:
+                continue
+            dtype = tf.dtypes.as_dtype(op.get_attr("dtype"))
+            value = values.get(op.name)
+            if value is None:
+                shape = tf.TensorShape(op.get_attr("shape"))
+                dims = tuple(shape.as_list()) if shape.rank is not None else None
+                value = _draw(rng, dtype, _concrete(dims, batch_size, f"{model.source}: variable {op.name!r}"))
+            ph = tf.compat.v1.placeholder(dtype, shape=value.shape, name=f"pardnn_init/{op.name}")
+            if op.outputs[0].dtype == tf.resource:
+                assigns.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=ph))
+            else:
+                assigns.append(tf.raw_ops.Assign(ref=op.outputs[0], value=ph, validate_shape=False))
+            feeds[ph] = value
+    return assigns, feeds
+
+
+def _first_line(exc: Exception) -> str:
+    text = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) -> Profile:
+    """Run ``steps`` traced steps of ``model`` (after one warm-up) and aggregate the traces."""
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    where = model.source or model.name
+    gd = with_batch(model.graph_def, model.feeds, batch_size)
+    graph = import_graph(gd, where=where)
+    names = {n.name for n in gd.node}
+    values = dict(model.variable_values() if model.variable_values else {})
+    assigns, init_feeds = _initializer(graph, model, values, batch_size)
+    batch = feed_values(model, batch_size)
+    fetches = list(model.fetches) + list(model.targets)
+    per_step_time: dict[str, list[float]] = {}
+    per_step_temp: dict[str, list[float]] = {}
+    out_bytes: dict[str, dict[int, int]] = {}
+    persistent: dict[str, int] = {}
+    step_ms: list[float] = []
+    device = ""
+    with tf.compat.v1.Session(graph=graph, config=session_config()) as sess:
+        try:
+            if assigns:
+                sess.run(assigns, feed_dict=init_feeds)
+            sess.run(fetches, feed_dict=batch)
+            options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+            for step in range(steps):
+                meta = tf.compat.v1.RunMetadata()
+                t0 = time.perf_counter()
+                sess.run(fetches, feed_dict=batch, options=options, run_metadata=meta)
+                step_ms.append((time.perf_counter() - t0) * 1e3)
+                times, temps = _read_step(meta.step_stats, names, out_bytes, persistent)
+                for name, t in times.items():
+                    per_step_time.setdefault(name, [0.0] * step).append(t)
+                for name, b in temps.items():
+                    per_step_temp.setdefault(name, [0.0] * step).append(b)
+                for d in (per_step_time, per_step_temp):
+                    for series in d.values():
+                        if len(series) < step + 1:
+                            series.append(0.0)
+                device = device or next((d.device for d in meta.step_stats.dev_stats if d.node_stats), "")
+        except tf.errors.OpError as exc:
+            node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
+            raise RuntimeFailure(f"{where}: the profiled step failed{node}: {_first_line(exc)}") from None
+    log.info("%s: profiled %d steps on %s, median step %.1f ms", where, steps, device or "cpu",
+             statistics.median(step_ms))
+    return Profile(steps=steps, device=device,
+                   time_us={n: robust_average(s) for n, s in per_step_time.items()},
+                   output_bytes=out_bytes,
+                   temp_bytes={n: int(round(robust_average(s))) for n, s in per_step_temp.items()},
+                   persistent_bytes=persistent, step_ms=tuple(step_ms))
+
+
+def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[dict, dict]:
+    """One step's per-node time sums and temp peaks; updates the output and persistent sizes."""
+    times: dict[str, float] = {}
+    temps: dict[str, float] = {}
+    for dev in step_stats.dev_stats:
+        for ns in dev.node_stats:
+            name = ns.node_name
+            if name not in names:
+                continue
+            if ns.op_end_rel_nanos or ns.op_start_rel_nanos:
+                dt = (ns.op_end_rel_nanos - ns.op_start_rel_nanos) / 1e3
+            else:
+                dt = float(ns.op_end_rel_micros - ns.op_start_rel_micros)
+            times[name] = times.get(name, 0.0) + max(dt, 0.0)
+            slots = out_bytes.setdefault(name, {})
+            allocated = 0
+            for o in ns.output:
+                a = o.tensor_description.allocation_description
+                size = _tensor_bytes(o.tensor_description)
+                if size > slots.get(o.slot, -1):
+                    slots[o.slot] = size
+                allocated += a.allocated_bytes
+            peak = sum(m.peak_bytes for m in ns.memory)
+            temp = max(0, peak - allocated)
+            if temp > temps.get(name, 0):
+                temps[name] = float(temp)
+            p = ns.memory_stats.persistent_memory_size
+            if p > persistent.get(name, 0):
+                persistent[name] = int(p)
+    return times, temps
+
+
+def _tensor_bytes(desc) -> int:
+    """A traced output's size: its shape times its dtype size, else its allocation's requested bytes.
+
+    The allocation of an output that views another tensor (a slice, a
+    reshape) is the whole underlying buffer, so the shape is the better
+    measure wherever there is one; variants and strings only have the
+    allocation.
+    """
+    try:
+        dtype = tf.dtypes.as_dtype(desc.dtype)
+    except TypeError:
+        dtype = None
+    dims = [d.size for d in desc.shape.dim]
+    if dtype is not None and dtype.base_dtype not in (tf.variant, tf.string, tf.resource) and not \
+            desc.shape.unknown_rank and all(d >= 0 for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return n * int(dtype.base_dtype.size)
+    return int(desc.allocation_description.requested_bytes)

@@ -1,0 +1,443 @@
+"""The TensorFlow frontend on small real Keras models: flat graphs, groups, costs, profiles, errors.
+
+Every graph here comes from a real Keras 3 training step (forward, GradientTape
+gradients, Adam) traced and flattened by TensorFlow itself; profiles are real
+runs on this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from frontends.tensorflow import TFModel, import_keras, import_tensorflow, load_tensorflow  # noqa: E402
+from frontends.tensorflow.build import to_opgraph  # noqa: E402
+from frontends.tensorflow.flatten import CALL_OPS  # noqa: E402
+from frontends.tensorflow.keras_step import keras_train_step  # noqa: E402
+from pardnn.analysis import is_topologically_ordered  # noqa: E402
+from pardnn.cli import cli  # noqa: E402
+from pardnn.errors import EXIT_INPUT, InputError  # noqa: E402
+from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
+
+from . import tf_models  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+UPDATE_OPS = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def node(g, name):
+    return g.id(name)
+
+
+def extra(g, v, key):
+    return (g.node_extra[v] or {}).get(key) if g.node_extra else None
+
+
+@pytest.fixture(scope="module")
+def mlp_model() -> TFModel:
+    model, loss, batch = tf_models.mlp(keras)
+    return keras_train_step(model, loss, keras.optimizers.Adam(1e-3), batch), model
+
+
+@pytest.fixture(scope="module")
+def mlp_static(mlp_model):
+    m, _ = mlp_model
+    return to_opgraph(m, device_profile="h100")
+
+
+@pytest.fixture(scope="module")
+def mlp_profiled(mlp_model):
+    m, _ = mlp_model
+    return to_opgraph(m, profile_steps=3)
+
+
+@pytest.fixture(scope="module")
+def lstm_model():
+    model, loss, batch = tf_models.lstm(keras)
+    return keras_train_step(model, loss, keras.optimizers.Adam(1e-3), batch)
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    return tf_models.save_train_savedmodel(tf, keras, tmp_path_factory.mktemp("sm") / "mlp_train")
+
+
+# ---------------------------------------------------------------------------
+# One flat graph
+# ---------------------------------------------------------------------------
+
+def test_keras_step_is_one_flat_graph_named_as_tensorflow_names_it(mlp_model, mlp_static):
+    m, model = mlp_model
+    g = mlp_static.graph
+    assert not m.graph_def.library.function and not any(n.op in CALL_OPS for n in m.graph_def.node)
+    assert set(g.names) == {n.name for n in m.graph_def.node}           # names are TF's names, 1:1
+    assert is_topologically_ordered(g)
+    ops = Counter(g.ops)
+    # 4 model variables, Adam's iteration and learning rate, 2 slots per variable.
+    assert ops["VarHandleOp"] == 4 + 2 + 8
+    # forward: 2 MatMuls; backward: both kernels' gradients and the hidden activation's.
+    assert ops["MatMul"] == 5
+    assert Counter(extra(g, v, "phase") for v in range(g.num_nodes) if g.ops[v] == "MatMul") == \
+        {"forward": 2, "backward": 3}
+    assert ops["AssignSubVariableOp"] == 4                               # one update per model variable
+    assert 150 <= g.num_nodes <= 300, g.num_nodes                        # ~39 Adam ops per variable
+    assert [f.name for f in m.feeds] == ["x:0", "y:0"] and len(m.fetches) == 1
+    assert set(g.meta["phases"]) == {"forward", "backward", "optimizer"}
+
+
+def test_phases_follow_gradient_and_optimizer_scopes(mlp_static):
+    g = mlp_static.graph
+    for v in range(g.num_nodes):
+        phase = extra(g, v, "phase")
+        if "gradient_tape" in g.names[v]:
+            assert phase == "backward", g.names[v]
+        if g.ops[v] in UPDATE_OPS:
+            assert phase == "optimizer", g.names[v]
+    assert extra(g, g.id("hidden/kernel"), "phase") == "forward"      # read by the forward pass
+    assert extra(g, g.id("adam/hidden_kernel_momentum"), "phase") == "optimizer"
+
+
+def test_every_variable_group_holds_its_readers_and_its_update(mlp_model, mlp_static):
+    m, model = mlp_model
+    g = mlp_static.graph
+    consumers: dict[str, list[str]] = {}
+    for n in m.graph_def.node:
+        for ref in n.input:
+            consumers.setdefault(ref.lstrip("^").split(":")[0], []).append(n.name)
+    variables = [g.names[v] for v in range(g.num_nodes) if g.ops[v] == "VarHandleOp"]
+    for var in variables:
+        group = g.colocation[g.id(var)]
+        assert group >= 0 and g.group_names[group] == var
+        members = {g.names[u] for u in g.groups[group]}
+        assert set(consumers[var]) <= members, var                      # every op taking the handle
+        assert any(g.ops[g.id(u)] == "ReadVariableOp" for u in members)
+    trained = [v.path for v in model.trainable_variables]
+    assert sorted(trained) == sorted(n for n in variables if not n.startswith("adam/"))
+    for var in trained + [n for n in variables if n.endswith(("_momentum", "_velocity"))] + ["adam/iteration"]:
+        members = g.groups[g.colocation[g.id(var)]]
+        updates = [u for u in members if g.ops[u] in UPDATE_OPS]
+        assert updates, f"{var}: no update op in its group"
+        assert all(extra(g, u, "phase") == "optimizer" for u in updates)
+
+
+def test_persistent_bytes_are_the_weights_and_the_slots(mlp_model, mlp_static):
+    m, model = mlp_model
+    g = mlp_static.graph
+    params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    assert params == 16 * 32 + 32 + 32 * 4 + 4
+    var_bytes = {g.names[v]: int(g.persistent_bytes[v]) for v in range(g.num_nodes) if g.ops[v] == "VarHandleOp"}
+    assert var_bytes["hidden/kernel"] == 16 * 32 * 4
+    assert sum(b for n, b in var_bytes.items() if not n.startswith("adam/")) == 4 * params
+    assert sum(b for n, b in var_bytes.items() if n.endswith(("_momentum", "_velocity"))) == 2 * 4 * params
+    # variable reads alias the variable: no new memory on their device, but their edges carry the tensor
+    read = next(v for v in range(g.num_nodes) if g.ops[v] == "ReadVariableOp"
+                and g.names[g.predecessors(v)[0]] == "hidden/kernel")
+    assert g.output_bytes_of(read) == [0]
+    out_edges = g.out_csr[1][g.out_csr[0][read]:g.out_csr[0][read + 1]]
+    assert {int(g.edge_bytes[e]) for e in out_edges if not g.edge_control[e]} == {16 * 32 * 4}
+
+
+def test_static_costs_come_from_the_roofline(mlp_model, mlp_static):
+    from frontends.roofline import DEVICE_PROFILES, matmul_flops, op_time_us
+
+    m, _ = mlp_model
+    g = mlp_static.graph
+    mm = g.id(next(n for n in g.names if n.endswith("hidden_1/MatMul") and "gradient" not in n))
+    assert g.output_bytes_of(mm) == [8 * 32 * 4]
+    h100 = DEVICE_PROFILES["h100"]
+    expected = op_time_us(matmul_flops(8, 16, 32), (8 * 16 + 16 * 32 + 8 * 32) * 4, h100)
+    assert g.time_us[mm] == pytest.approx(expected)
+    cpu = to_opgraph(m, device_profile="cpu").graph
+    assert cpu.time_us[cpu.id(g.names[mm])] == pytest.approx(
+        op_time_us(matmul_flops(8, 16, 32), (8 * 16 + 16 * 32 + 8 * 32) * 4, DEVICE_PROFILES["cpu"]))
+    assert g.meta["costs"] == "roofline" and g.meta["device_profile"] == "h100"
+
+
+# ---------------------------------------------------------------------------
+# Profiles
+# ---------------------------------------------------------------------------
+
+def test_profiled_times_are_positive_and_bounded_by_the_step(mlp_profiled):
+    g = mlp_profiled.graph
+    prof = mlp_profiled.profile
+    assert g.meta["costs"] == "profile" and g.meta["profile_steps"] == 3
+    measured = [v for v in range(g.num_nodes) if g.names[v] in prof.time_us]
+    assert len(measured) == g.num_nodes - 2                              # all but the two feeds
+    times = g.time_us[measured]
+    assert (times > 0).mean() > 0.98 and times.min() >= 0
+    # one inter-op thread: ops run one at a time, so their sum fits in a step's wall time
+    assert 0 < times.sum() <= 1.05 * max(prof.step_ms) * 1e3
+
+
+def test_profiled_times_are_of_the_right_order():
+    """The one big MatMul (134 MFLOP) takes far longer than scalar ops, at a CPU's FLOP rate."""
+    model, loss, batch = tf_models.big_mlp(keras)
+    g = import_keras(model, loss, keras.optimizers.Adam(1e-3), batch,
+                     options=FrontendOptions(profile_steps=3)).graph
+    big = g.id(next(n for n in g.names if n.endswith("wide_1/MatMul") and "gradient" not in n))
+    flops = 2 * 256 * 512 * 512
+    seconds = g.time_us[big] / 1e6
+    assert 1e8 < flops / seconds < 5e12                                  # 0.1 GFLOP/s .. 5 TFLOP/s
+    scalar = [v for v in range(g.num_nodes) if g.ops[v] in ("AddV2", "Mul", "Sub")
+              and sum(g.output_bytes_of(v)) <= 8 and g.time_us[v] > 0]
+    assert len(scalar) > 10
+    assert g.time_us[big] > 20 * np.median(g.time_us[scalar])
+
+
+def test_static_and_profiled_bytes_agree_where_shapes_are_static(mlp_static, mlp_profiled):
+    s, p = mlp_static.graph, mlp_profiled.graph
+    assert s.names == p.names
+    differ = [v for v in range(s.num_nodes) if s.output_bytes_of(v) != p.output_bytes_of(v)]
+    # BroadcastGradientArgs returns a data-dependent number of axes; statically it takes the bound
+    assert all(s.ops[v] == "BroadcastGradientArgs" for v in differ), [s.names[v] for v in differ]
+    for v in differ:
+        assert all(a >= b for a, b in zip(s.output_bytes_of(v), p.output_bytes_of(v)))
+    assert np.array_equal(s.edge_bytes[s.ops.index("MatMul")], p.edge_bytes[p.ops.index("MatMul")])
+
+
+def test_profile_uses_the_given_batch_and_the_models_weights(mlp_model):
+    """The traced MatMul sees the real batch's shape; a profiled run leaves the Keras model untouched."""
+    m, model = mlp_model
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    g = to_opgraph(m, profile_steps=1).graph
+    after = [v.numpy() for v in model.trainable_variables]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after))
+    v = g.id(next(n for n in g.names if n.endswith("head_1/MatMul") and "gradient" not in n))
+    assert g.output_bytes_of(v) == [8 * 4 * 4]
+
+
+# ---------------------------------------------------------------------------
+# Loops
+# ---------------------------------------------------------------------------
+
+def test_lstm_loops_are_cut_into_a_dag_and_counted(lstm_model, caplog):
+    with caplog.at_level("WARNING", logger="pardnn.frontends.tensorflow"):
+        imp = to_opgraph(lstm_model, device_profile="cpu")
+    g = imp.graph
+    cut = g.meta["cut_back_edges"]
+    assert cut and all(g.ops[g.id(s)] == "NextIteration" and g.ops[g.id(d)] == "Merge" for s, d in cut)
+    assert any("cut" in r.getMessage() and "back edge" in r.getMessage() for r in caplog.records)
+    assert is_topologically_ordered(g)
+    assert sorted(g.meta["loops"].values()) == [5, 5]                   # forward loop and its gradient, 5 steps
+    inner = g.id(next(n for n in g.names if "while" in n and n.endswith("lstm_cell_1/MatMul")))
+    assert g.output_bytes_of(inner) == [4 * 32 * 4]                     # [batch, 4 x hidden] per iteration
+    assert g.time_us[inner] > 4 * 0.2 * 2.0                             # counted 5 times, not once
+
+
+def test_lstm_profile_sums_loop_iterations(lstm_model):
+    g = to_opgraph(lstm_model, profile_steps=2).graph
+    s = to_opgraph(lstm_model).graph
+    differ = [v for v in range(g.num_nodes) if g.output_bytes_of(v) != s.output_bytes_of(v)]
+    # only TensorList handles differ: a variant's size is not static
+    kinds = Counter(g.ops[v] for v in differ)
+    assert set(kinds) <= {"EmptyTensorList", "TensorListReserve", "TensorListFromTensor", "TensorListPushBack",
+                          "TensorListPopBack", "TensorListSetItem", "Enter", "Merge", "Switch", "Exit",
+                          "Identity", "NextIteration", "TensorListElementShape"}, kinds
+    assert g.meta["unprofiled_ops"] == 0
+
+
+# ---------------------------------------------------------------------------
+# SavedModel and GraphDef through the command line
+# ---------------------------------------------------------------------------
+
+def test_partition_a_savedmodel_end_to_end(saved_model, tmp_path):
+    out = tmp_path / "p.json"
+    r = run("partition", saved_model, "--devices", 4, "--memory", "2GiB", "-o", out)
+    assert r.exit_code == 0, r.output
+    placement = json.loads(out.read_text())
+    g = load_tensorflow(saved_model)
+    assert g.meta["signature"] == "train_step"                           # the training step by default
+    assert set(placement["assignment"]) == set(g.names)
+    assert placement["predicted"]["feasible"] is True
+    assert {"forward", "backward", "optimizer"} <= set(g.meta["phases"])
+    assert Counter(g.ops)["VarHandleOp"] == 14                           # the signature's variables only
+
+
+def test_savedmodel_signatures_and_restored_weights(saved_model, tmp_path):
+    serve = load_tensorflow(saved_model, FrontendOptions(signature="serving_default"))
+    assert set(serve.meta["phases"]) == {"forward"} and Counter(serve.ops)["VarHandleOp"] == 4
+    r = run("import", saved_model, "--signature", "nope", "-o", tmp_path / "g.json")
+    assert r.exit_code == EXIT_INPUT
+    assert "no signature 'nope'" in r.stderr and "serving_default" in r.stderr and "train_step" in r.stderr
+    imp = import_tensorflow(saved_model)
+    values = imp.model.variable_values()
+    assert values["hidden/kernel"].shape == (16, 32) and np.abs(values["hidden/kernel"]).sum() > 0
+    r = run("import", saved_model, "--profile", 2, "-o", tmp_path / "g.json.gz")
+    assert r.exit_code == 0, r.output
+    g = load_input(tmp_path / "g.json.gz")
+    assert g.meta["costs"] == "profile" and g.time_us.sum() > 0
+
+
+def test_unknown_batch_needs_batch_size(tmp_path):
+    sm = tf_models.save_train_savedmodel(tf, keras, tmp_path / "dyn", batch=None)
+    r = run("import", sm, "-o", tmp_path / "g.json")
+    assert r.exit_code == EXIT_INPUT
+    assert r.stderr.count("\n") == 1 and "--batch-size" in r.stderr and "train_step_x" in r.stderr
+    g = load_tensorflow(sm, FrontendOptions(batch_size=8))
+    assert g.meta["batch_size"] == 8
+    v = g.id("train_step_x")
+    assert g.output_bytes_of(v) == [8 * 16 * 4]
+
+
+def test_partition_a_graphdef_with_functions_and_a_saver(saved_model, tmp_path):
+    """The SavedModel's own GraphDef as a .pb: calls inlined, saver ops kept and pinned to the host."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    sm.ParseFromString((saved_model / "saved_model.pb").read_bytes())
+    pb = tmp_path / "model.pb"
+    pb.write_bytes(sm.meta_graphs[0].graph_def.SerializeToString())
+    out = tmp_path / "p.json"
+    r = run("partition", pb, "--devices", 4, "--memory", "2GiB", "-o", out, "--batch-size", 8)
+    assert r.exit_code == 0, r.output
+    g = load_tensorflow(pb, FrontendOptions(batch_size=8))
+    assert g.meta["inlined_functions"] > 0 and not any(op in CALL_OPS for op in g.ops)
+    save = [v for v in range(g.num_nodes) if g.ops[v] == "SaveV2"]
+    assert save and all(g.pinned[v] == 0 and extra(g, v, "host") for v in save)
+    assert set(json.loads(out.read_text())["assignment"]) == set(g.names)
+    sub = load_tensorflow(pb, FrontendOptions(batch_size=8, signature="StatefulPartitionedCall_1"))
+    assert sub.num_nodes < g.num_nodes and "SaveV2" not in sub.ops
+
+
+def test_pbtxt_of_a_flat_train_step_profiles(mlp_model, tmp_path):
+    m, _ = mlp_model
+    path = tmp_path / "step.pbtxt"
+    path.write_text(str(m.graph_def))
+    g = load_tensorflow(path, FrontendOptions(profile_steps=1))
+    assert set(g.names) == {n.name for n in m.graph_def.node}
+    assert g.meta["costs"] == "profile" and g.time_us.sum() > 0
+
+
+def test_tf1_reference_variables_and_class_attributes(tmp_path):
+    """A TF1 graph: VariableV2 refs, `var/read` Identities colocated by `_class`, ApplyGradientDescent."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (4, 3), name="x")
+        w = tf.compat.v1.get_variable("w", (3, 2), use_resource=False,
+                                      initializer=tf.compat.v1.zeros_initializer())
+        loss = tf.reduce_sum(tf.matmul(x, w), name="loss")
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        del train
+    pb = tmp_path / "tf1.pb"
+    pb.write_bytes(graph.as_graph_def().SerializeToString())
+    g = load_tensorflow(pb, FrontendOptions(signature="loss,train"))
+    group = g.colocation[g.id("w")]
+    members = {g.names[u] for u in g.groups[group]}
+    assert {"w", "w/read", "train/update_w/ApplyGradientDescent"} <= members
+    assert g.persistent_bytes[g.id("w")] == 3 * 2 * 4
+    assert g.output_bytes_of(g.id("w/read")) == [0]
+    assert extra(g, g.id("train/update_w/ApplyGradientDescent"), "phase") == "optimizer"
+    assert extra(g, g.id("gradients/loss_grad/Reshape"), "phase") == "backward"
+    prof = load_tensorflow(pb, FrontendOptions(signature="loss,train", profile_steps=1))
+    assert prof.time_us[prof.id("MatMul")] > 0
+
+
+def test_class_attribute_groups_ops_without_handles(tmp_path):
+    path = tmp_path / "loc.pbtxt"
+    path.write_text("""
+node { name: "a" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } } float_val: 1 } } } }
+node { name: "b" op: "Neg" input: "a" attr { key: "T" value { type: DT_FLOAT } }
+       attr { key: "_class" value { list { s: "loc:@a" } } } }
+node { name: "c" op: "Neg" input: "b" attr { key: "T" value { type: DT_FLOAT } } }
+""")
+    g = load_tensorflow(path)
+    assert g.colocation[g.id("a")] == g.colocation[g.id("b")] >= 0 and g.colocation[g.id("c")] == -1
+    assert g.group_names[g.colocation[g.id("a")]] == "a"
+    assert g.persistent_bytes[g.id("a")] == 8 and g.output_bytes_of(g.id("a")) == [0]
+
+
+# ---------------------------------------------------------------------------
+# Errors: one line, exit code 3
+# ---------------------------------------------------------------------------
+
+def test_malformed_savedmodel_is_a_one_line_input_error(tmp_path):
+    bad = tmp_path / "broken"
+    bad.mkdir()
+    (bad / "saved_model.pb").write_bytes(b"\x0a\xff\xff\xff\xff garbage, not a protobuf")
+    r = run("partition", bad, "--devices", 2, "-o", tmp_path / "p.json")
+    assert r.exit_code == EXIT_INPUT
+    assert r.stderr.startswith("pardnn: error: ") and r.stderr.count("\n") == 1
+    assert "saved_model.pb" in r.stderr and "not a valid SavedModel" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_graphdef_with_an_unknown_op_is_a_one_line_input_error(tmp_path):
+    path = tmp_path / "custom.pbtxt"
+    path.write_text('node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }\n'
+                    'node { name: "y" op: "MyCustomKernel" input: "x" }\n')
+    r = run("import", path, "-o", tmp_path / "g.json")
+    assert r.exit_code == EXIT_INPUT
+    assert r.stderr.count("\n") == 1 and "'y'" in r.stderr and "'MyCustomKernel'" in r.stderr
+    with pytest.raises(InputError, match="does not know"):
+        load_tensorflow(path)
+
+
+def test_unparsable_pbtxt_and_missing_output_are_input_errors(tmp_path):
+    path = tmp_path / "bad.pbtxt"
+    path.write_text("node { name: ")
+    with pytest.raises(InputError, match="not a valid GraphDef"):
+        load_tensorflow(path)
+    ok = tmp_path / "ok.pbtxt"
+    ok.write_text('node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } '
+                  'attr { key: "shape" value { shape { dim { size: 2 } } } } }\n')
+    with pytest.raises(InputError, match="'nope'"):
+        load_tensorflow(ok, FrontendOptions(signature="nope"))
+    assert load_tensorflow(ok).num_nodes == 1
+
+
+# ---------------------------------------------------------------------------
+# Properties over random models; docstring examples
+# ---------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(widths=st.lists(st.integers(1, 12), min_size=1, max_size=4), batch=st.integers(1, 6))
+def test_dense_stacks_keep_the_frontend_invariants(widths, batch):
+    """For any stack of Dense layers: 3d-1 MatMuls, every handle's consumers in its group,
+    persistent bytes = weights + two Adam slots (+ two scalars), a topologically ordered DAG."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((5,))
+    x = inp
+    for i, w in enumerate(widths):
+        x = keras.layers.Dense(w, activation="tanh")(x)
+    model = keras.Model(inp, x)
+    data = (np.ones((batch, 5), "float32"), np.zeros((batch, widths[-1]), "float32"))
+    imp = import_keras(model, "mse", keras.optimizers.Adam(1e-3), data)
+    g, gd = imp.graph, imp.model.graph_def
+    d = len(widths)
+    assert Counter(g.ops)["MatMul"] == 3 * d - 1
+    params = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    assert int(g.persistent_bytes[[v for v in range(g.num_nodes) if g.ops[v] == "VarHandleOp"]].sum()) == \
+        3 * 4 * params + 4 + 8                                          # + float32 learning rate, int64 iteration
+    assert is_topologically_ordered(g) and set(g.names) == {n.name for n in gd.node}
+    for n in gd.node:
+        for ref in n.input:
+            src = ref.lstrip("^").split(":")[0]
+            if not ref.startswith("^") and g.ops[g.id(src)] == "VarHandleOp":
+                assert g.colocation[g.id(src)] == g.colocation[g.id(n.name)] >= 0
+
+
+@pytest.mark.parametrize("name", ["frontends.tensorflow.model", "frontends.tensorflow.shapes",
+                                  "frontends.tensorflow.loops", "frontends.tensorflow.phases"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,77 @@
+"""Small real Keras models and SavedModels for the TensorFlow frontend tests (needs TensorFlow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def mlp(keras, batch: int = 8):
+    """16 -> Dense(32, relu) -> Dense(4): 4 variables, 676 parameters; MSE; one real batch."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16,), name="x")
+    h = keras.layers.Dense(32, activation="relu", name="hidden")(inp)
+    out = keras.layers.Dense(4, name="head")(h)
+    model = keras.Model(inp, out, name="mlp")
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((batch, 16)).astype("float32"), rng.standard_normal((batch, 4)).astype("float32"))
+    return model, keras.losses.MeanSquaredError(), data
+
+
+def big_mlp(keras, batch: int = 256):
+    """512 -> Dense(512) -> Dense(8): one large MatMul (2 x 256 x 512 x 512 = 134 MFLOP) among tiny ops."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((512,), name="x")
+    h = keras.layers.Dense(512, activation="relu", name="wide")(inp)
+    out = keras.layers.Dense(8, name="head")(h)
+    model = keras.Model(inp, out, name="big_mlp")
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((batch, 512)).astype("float32"), rng.standard_normal((batch, 8)).astype("float32"))
+    return model, keras.losses.MeanSquaredError(), data
+
+
+def lstm(keras, batch: int = 4, seq: int = 5):
+    """A one-layer LSTM (a while loop) over ``seq`` steps of 3 features, hidden 8, then Dense(2)."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((seq, 3), name="x")
+    h = keras.layers.LSTM(8, name="lstm")(inp)
+    out = keras.layers.Dense(2, name="head")(h)
+    model = keras.Model(inp, out, name="tiny_lstm")
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((batch, seq, 3)).astype("float32"), rng.standard_normal((batch, 2)).astype("float32"))
+    return model, keras.losses.MeanSquaredError(), data
+
+
+def save_train_savedmodel(tf, keras, path: Path, *, batch: int | None = 8) -> Path:
+    """Save the MLP as a SavedModel with a ``train_step`` and a ``serving_default`` signature.
+
+    ``batch=None`` leaves the batch dimension unknown in both signatures.
+    """
+    model, loss_fn, _ = mlp(keras)
+    opt = keras.optimizers.Adam(1e-3)
+    opt.build(model.trainable_variables)
+    x_spec = tf.TensorSpec((batch, 16), tf.float32, name="x")
+    y_spec = tf.TensorSpec((batch, 4), tf.float32, name="y")
+
+    class Trainer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.opt = model, opt
+
+        @tf.function(input_signature=[x_spec, y_spec])
+        def train_step(self, x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, self.model(x, training=True))
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+            return {"loss": loss}
+
+        @tf.function(input_signature=[x_spec])
+        def serve(self, x):
+            return {"y": self.model(x, training=False)}
+
+    trainer = Trainer()
+    tf.saved_model.save(trainer, str(path), signatures={"train_step": trainer.train_step,
+                                                        "serving_default": trainer.serve})
+    return path
