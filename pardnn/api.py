@@ -76,8 +76,53 @@ def infeasible_message(g: OpGraph, cluster: Cluster, sched: Schedule, method: st
     return f"{method} produced an invalid placement: {sched.violations[0].message}"
 
 
+def _place(g: OpGraph, cluster: Cluster, method: str, options, progress, timings: list | None) -> Placement:
+    if method == DEFAULT_METHOD:
+        from . import partitioner
+
+        plan, _, pass_timings = partitioner.run(g, cluster, options, progress=progress)
+        if timings is not None:
+            timings.extend(pass_timings)
+        return plan
+    return all_methods()[method](g, cluster)
+
+
+def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, options=None,
+                            max_runs: int = 10, rel_tol: float = 0.02) -> float | None:
+    """The smallest factor by which every device's memory must grow for ``method`` to fit ``g``.
+
+    Doubles the capacities until a placement fits (at most 64x), then bisects down to ``rel_tol``.
+    Each probe is a full placement, so at most ``max_runs`` are made; the answer is an upper bound on the
+    true minimum (None when even 64x does not fit within the budget).
+    """
+    cap = cluster.capacity
+
+    def fits(scale: float) -> bool:
+        scaled = cluster.with_memory([None if not np.isfinite(c) else int(np.ceil(c * scale)) for c in cap])
+        return simulate(g, scaled, _place(g, scaled, method, options, None, None)).feasible
+
+    runs = 0
+    lo, hi = 1.0, 2.0
+    while True:
+        runs += 1
+        if fits(hi):
+            break
+        lo, hi = hi, hi * 2
+        if hi > 64 or runs >= max_runs:
+            return None
+    while runs < max_runs and hi - lo > rel_tol * hi:
+        mid = (lo + hi) / 2
+        runs += 1
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, require_feasible: bool = True,
-              progress=None, timings: list | None = None) -> tuple[Placement, Schedule]:
+              progress=None, timings: list | None = None, options=None,
+              search_capacity: bool = True) -> tuple[Placement, Schedule]:
     """Place ``g`` on ``cluster`` and simulate the result.
 
     Raises `InfeasibleError` (with the bytes short) when the placement breaks
@@ -96,16 +141,20 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
     bound = capacity_lower_bound_violation(g, cluster)
     if bound and require_feasible:
         raise InfeasibleError(f"no feasible placement exists: {bound[0]}", short_bytes=bound[1])
-    if method == DEFAULT_METHOD:
-        from . import partitioner
-
-        plan, _, pass_timings = partitioner.run(g, cluster, progress=progress)
-        if timings is not None:
-            timings.extend(pass_timings)
-    else:
-        plan = registry[method](g, cluster)
+    plan = _place(g, cluster, method, options, progress, timings)
     sched = simulate(g, cluster, plan)
     plan = plan.with_predicted(sched.predicted())
     if require_feasible and not sched.feasible:
-        raise InfeasibleError(infeasible_message(g, cluster, sched, method), short_bytes=sched.memory_shortfall())
+        message = infeasible_message(g, cluster, sched, method)
+        min_cap = None
+        if search_capacity and any(v.kind == "memory" for v in sched.violations):
+            scale = smallest_feasible_scale(g, cluster, method=method, options=options)
+            finite = cluster.capacity[np.isfinite(cluster.capacity)]
+            if scale is not None and finite.size:
+                min_cap = int(np.ceil(finite.max() * scale))
+                message += (f"; {method} fits with {format_bytes(min_cap)} per device ({scale:.2f}x the given "
+                            f"memory, found by search)")
+            else:
+                message += f"; {method} does not fit even with 64x the memory"
+        raise InfeasibleError(message, short_bytes=sched.memory_shortfall(), min_capacity_bytes=min_cap)
     return plan, sched

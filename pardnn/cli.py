@@ -357,11 +357,15 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
               help="Write the placement even when it breaks a memory limit (exit code stays 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--time-passes", is_flag=True, help="Print each pipeline pass's time on stderr.")
+@click.option("--memory-heuristic", type=click.Choice(["auto", "knapsack", "residual"]), default="auto",
+              show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
+@click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
+              help="When nothing fits, search for the smallest memory that would (several more placements).")
 @frontend_options
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
               latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
-              fmt, signature,
+              memory_heuristic: str, capacity_search: bool, fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -389,8 +393,11 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     method = method or DEFAULT_METHOD
     timings: list = []
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
+        from .partitioner import PardnnOptions
         plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
-                                    progress=progress, timings=timings)
+                                    progress=progress, timings=timings,
+                                    options=PardnnOptions(memory_heuristic=memory_heuristic),
+                                    search_capacity=capacity_search)
     seconds = time.perf_counter() - t0
     if time_passes and timings:
         from .pipeline import format_timings
