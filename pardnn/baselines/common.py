@@ -60,9 +60,10 @@ def unit_pins(g: OpGraph, num_devices: int) -> list[int]:
 def capacity_shares(cluster: Cluster) -> np.ndarray:
     """Each device's share (summing to 1) of the cluster's memory; unlimited counts as the largest finite one."""
     cap = cluster.capacity
-    if not np.isfinite(cap).any():
+    finite = np.isfinite(cap)
+    if not finite.any():
         return np.full(cap.size, 1.0 / cap.size)
-    w = np.where(np.isfinite(cap), cap, cap[np.isfinite(cap)].max())
+    w = np.where(finite, cap, max(float(cap[finite].max()), 1.0))
     return w / w.sum() if w.sum() > 0 else np.full(cap.size, 1.0 / cap.size)
 
 

@@ -22,10 +22,10 @@ own order) and, when nothing has room, use the device with the least
 shortfall; a critical-path op without room on the critical-path device is
 placed by earliest finish instead.
 
-The insertion search scans at most `GAP_SCAN` idle gaps per device and
-appends after the device's last op when none of them fits. That bound keeps
-the search O(1) per (op, device) on 200k-op graphs; on the graphs we measured
-it changes no decision (see tests).
+The insertion search is exact: it scans a device's idle gaps from the op's
+data-ready time on, and skips the scan when the op is longer than any gap the
+device ever had. On the 200k-op synthetic graph it looks at about 30 gaps per
+(op, device) on average.
 """
 
 from __future__ import annotations
@@ -40,10 +40,6 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..placement import Placement
 from .common import LinkCosts, MemoryTracker, memory_limited, placement, unit_pins
-
-GAP_SCAN = 64
-"""Idle gaps examined per device and op by the insertion search before appending."""
-
 
 def ranks(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     """``(rank_u, rank_d)`` with mean compute and communication costs (Topcuoglu et al.)."""
@@ -60,13 +56,13 @@ class _Timeline:
         self.gap_start: list[list[float]] = [[] for _ in range(K)]
         self.gap_end: list[list[float]] = [[] for _ in range(K)]
         self.avail = [0.0] * K
+        self.widest = [0.0] * K       # no gap on the device was ever longer
 
     def slot(self, d: int, ready: float, dur: float) -> tuple[float, int]:
         """Earliest start at or after ``ready`` for ``dur`` on ``d``, and the gap used (-1: append)."""
-        if self.insertion:
+        if self.insertion and dur <= self.widest[d]:
             gs, ge = self.gap_start[d], self.gap_end[d]
-            i = bisect_right(ge, ready)
-            for j in range(i, min(i + GAP_SCAN, len(ge))):
+            for j in range(bisect_right(ge, ready), len(ge)):
                 t = gs[j] if gs[j] > ready else ready
                 if t + dur <= ge[j]:
                     return t, j
@@ -80,6 +76,7 @@ class _Timeline:
             if self.insertion and start > a:
                 self.gap_start[d].append(a)
                 self.gap_end[d].append(start)
+                self.widest[d] = max(self.widest[d], start - a)
             self.avail[d] = end
             return
         gs, ge = self.gap_start[d], self.gap_end[d]

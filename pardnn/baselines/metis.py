@@ -12,6 +12,12 @@ that control edges count too. Vertex weights:
   and memory in proportion to capacity (unlimited devices count as the
   largest finite one).
 
+pymetis's Python call passes one weight per vertex only, so the partition is
+made by METIS's own C entry points inside pymetis's extension module (via
+ctypes), which take any number of constraints and per-constraint targets.
+Should those not be reachable, the public call is used with one weight, the
+average of the normalised constraints.
+
 Parts become devices; the simulator schedules them. Pinned units: parts are
 matched to devices (among devices with the same targets) to keep as many
 pinned units in place as possible (`scipy.optimize.linear_sum_assignment`),
@@ -71,6 +77,47 @@ def _int_weights(x: np.ndarray) -> np.ndarray:
     return np.rint(x * (_WEIGHT_TOTAL / total)).astype(np.int64)
 
 
+def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarray) -> np.ndarray | None:
+    """Call the METIS library inside pymetis directly, with ``ncon = vw.shape[1]`` constraints.
+
+    pymetis's own wrapper always passes one constraint (the number of weights
+    per vertex is not exposed), so two-constraint partitioning goes through
+    METIS's C entry points, which its extension module exports. Returns None
+    when that is not possible (no such symbols), and the caller falls back.
+    """
+    import ctypes
+
+    from pymetis import _internal
+
+    try:
+        lib = ctypes.CDLL(_internal.__file__)
+        fn = lib.METIS_PartGraphRecursive if K <= 8 else lib.METIS_PartGraphKway
+        width = _internal._idx_type_width()
+    except (OSError, AttributeError):
+        return None
+    idx = np.int64 if width == 64 else np.int32
+    U, ncon = vw.shape
+
+    def arr(x, dtype):
+        return np.ascontiguousarray(x, dtype=dtype)
+
+    nvtxs, ncon_a, nparts = arr([U], idx), arr([ncon], idx), arr([K], idx)
+    xadj, adjncy, adjwgt = arr(A.indptr, idx), arr(A.indices, idx), arr(A.data, idx)
+    vwgt, tpwgts = arr(vw.ravel(), idx), arr(tp.ravel(), np.float32)   # METIS's default real_t is float
+    options = np.zeros(64, dtype=idx)
+    lib.METIS_SetDefaultOptions(options.ctypes.data_as(ctypes.c_void_p))
+    options[_internal.options_indices.SEED] = 0
+    objval, part = np.zeros(1, dtype=idx), np.zeros(U, dtype=idx)
+    ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (nvtxs, ncon_a, xadj, adjncy, vwgt)]
+    status = fn(*ptr, None, adjwgt.ctypes.data_as(ctypes.c_void_p) if adjwgt.size else None,
+                nparts.ctypes.data_as(ctypes.c_void_p), tpwgts.ctypes.data_as(ctypes.c_void_p), None,
+                options.ctypes.data_as(ctypes.c_void_p), objval.ctypes.data_as(ctypes.c_void_p),
+                part.ctypes.data_as(ctypes.c_void_p))
+    if status != 1:      # METIS_OK
+        raise RuntimeError(f"METIS failed with status {status}")
+    return part.astype(np.int64)
+
+
 def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     """The METIS part of every unit (before pins are applied)."""
     K = cluster.num_devices
@@ -84,23 +131,23 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     if memory:
         weights.append(_int_weights(np.bincount(g.unit, weights=static_memory(g), minlength=U)))
         targets.append(capacity_shares(cluster))
-    vw = np.stack(weights, axis=1).ravel().tolist()
-    tp = np.stack(targets, axis=1)                      # [K, ncon]
+    keep = [i for i, w in enumerate(weights) if w.sum() > 0]    # METIS rejects a constraint of total 0
+    if not keep:
+        weights, targets = [np.ones(U, dtype=np.int64)], [speed_shares(cluster)]
+        keep = [0]
+    vw = np.stack([weights[i] for i in keep], axis=1)                       # [U, ncon]
+    tp = np.stack([targets[i] / targets[i].sum() for i in keep], axis=1)   # [K, ncon]
+    parts = _metis_c(pymetis, K, A, vw, tp)
+    if parts is not None:
+        return parts
+    # Fallback through pymetis's public call: one constraint, the constraints' average.
     opts = pymetis.Options()
     opts.seed = 0
-    xadj, adjncy, ew = A.indptr.tolist(), A.indices.tolist(), A.data.astype(np.int64).tolist()
-    uniform = np.allclose(tp, 1.0 / K)
-    if uniform or tp.shape[1] == 1:
-        res = pymetis.part_graph(K, pymetis.CSRAdjacency(xadj, adjncy), vweights=vw, eweights=ew or None,
-                                 tpwgts=None if uniform else tp[:, 0].tolist(), options=opts)
-        parts = res.vertex_part
-    else:
-        # One target per (part, constraint): METIS reads nparts x ncon numbers, which pymetis's
-        # public wrapper does not pass through (it checks for nparts), so call its binding directly.
-        from pymetis._internal import part_graph as _part_graph
-        _, parts = _part_graph(K, xadj, adjncy, vw, ew or None, (tp / tp.sum(axis=0)).ravel().tolist(), opts,
-                               K <= 8)
-    return np.asarray(parts, dtype=np.int64)
+    one = _int_weights((vw / np.maximum(vw.sum(axis=0), 1)).sum(axis=1))
+    res = pymetis.part_graph(K, pymetis.CSRAdjacency(A.indptr.tolist(), A.indices.tolist()), vweights=one.tolist(),
+                             eweights=A.data.astype(np.int64).tolist() or None,
+                             tpwgts=tp.mean(axis=1).tolist(), options=opts)
+    return np.asarray(res.vertex_part, dtype=np.int64)
 
 
 def match_parts(parts: np.ndarray, pins: np.ndarray, cluster: Cluster) -> np.ndarray:
