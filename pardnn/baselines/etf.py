@@ -21,7 +21,7 @@ waits for it, taking only *urgent* ops (ready on every device) meanwhile.
 
 Speed: each ready op enters one heap per device it may use; each step
 re-evaluates only devices whose candidates changed. 200k ops on 8 devices
-take a few seconds.
+take 5-10 s on a shared 2-core machine (`benchmarks/baseline_speed.py`).
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ placed by earliest finish instead.
 
 The insertion search is exact: it scans a device's idle gaps from the op's
 data-ready time on, and skips the scan when the op is longer than any gap the
-device ever had. On the 200k-op synthetic graph it looks at about 30 gaps per
-(op, device) on average.
+device ever had. On the 200k-op synthetic graph it looks at 31 gaps per
+(op, device) on average on 2 devices (at most 730) and 1.6 on 8.
 """
 
 from __future__ import annotations
