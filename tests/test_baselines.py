@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from pardnn.analysis import critical_path, topological_order
 from pardnn.baselines import PLACERS, etf, expert, heft, metis, sct, single
 from pardnn.baselines import common as common_module
-from pardnn.baselines.common import MemoryTracker, unit_pins
-from pardnn.cluster import Cluster, Device
+from pardnn.baselines.common import LinkCosts, MemoryTracker, unit_pins
+from pardnn.cluster import Cluster, Device, Link
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate
 
@@ -178,7 +178,9 @@ def test_the_lp_makes_the_long_child_favourite_there():
     assert w == pytest.approx(60.0)
     assert x[0] == pytest.approx(0.0, abs=1e-9)
     assert sct.favourite_children(g, c).tolist() == [1, -1, -1]
-    assert sct.place(g, c).same_as(etf.place(g, c))
+    p = sct.place(g, c)
+    assert p.same_as(etf.place(g, c))
+    assert checked(g, c, p).makespan_us == 60.0
 
 
 def test_lp_join_keeps_the_heavier_parent():
@@ -231,6 +233,14 @@ def test_memory_aware_variant_skips_a_full_device(name):
     assert not checked(g, c, plain).feasible
     assert mem.assignment.tolist() == [0, 1]
     assert checked(g, c, mem).feasible
+
+
+def test_data_ready_prices_each_link():
+    """a (on device 0, done at 5) sends 1000 B to b: device 1 gets it at 5 + 10 + 10, device 2 at 5 + 50 + 100."""
+    g = tiny([("a", 5, 1000), ("b", 1)], [("a", "b")])
+    assert LinkCosts(g, linked_cluster()).data_ready(1, [0, -1], [5.0, 0.0]) == [5.0, 25.0, 155.0]
+    assert LinkCosts(g, Cluster.homogeneous(3)).data_ready(1, [0, -1], [5.0, 0.0]) == pytest.approx(
+        [5.0, 30.0 + 1000 / 12000, 30.0 + 1000 / 12000])
 
 
 def test_tracker_counts_received_copies_once_and_frees_them_with_the_last_consumer():
@@ -380,9 +390,17 @@ def conflicted_groups(g) -> set[int]:
     return out
 
 
+def linked_cluster() -> Cluster:
+    """Three devices; 0 -> 1 is fast (10 us, 100 B/us), 0 -> 2 slow (50 us, 10 B/us), the rest default."""
+    links = [[None] * 3 for _ in range(3)]
+    links[0][1] = Link(10.0, 100.0)
+    links[0][2] = Link(50.0, 10.0)
+    return Cluster(tuple(Device(f"d{i}", 50_000) for i in range(3)), links=tuple(tuple(r) for r in links))
+
+
 CLUSTERS = st.sampled_from([
     Cluster.homogeneous(2), Cluster.homogeneous(3, memory_bytes=4000), Cluster.homogeneous(4, latency_us=0.0),
-    Cluster((Device("a", 20_000, 1.0), Device("b", 3000, 2.5), Device("c", None, 0.5))),
+    Cluster((Device("a", 20_000, 1.0), Device("b", 3000, 2.5), Device("c", None, 0.5))), linked_cluster(),
 ])
 
 
@@ -455,6 +473,18 @@ def test_lp_makespan_lies_between_the_compute_and_the_communication_critical_pat
     for v in np.flatnonzero(fav >= 0).tolist():
         assert fav[v] in g.successors(v).tolist()
     checked(g, c, sct.place(g, c))
+
+
+@settings(max_examples=40, deadline=None)
+@given(g=graphs(groups=False, pins=False), data=st.data())
+def test_uniform_link_shortcut_agrees_with_the_general_sum(g, data):
+    c = Cluster.homogeneous(4)
+    fast, slow = LinkCosts(g, c), LinkCosts(g, c)
+    slow.uniform = False
+    dev = [data.draw(st.integers(0, 3)) for _ in range(g.num_nodes)]
+    fin = [float(data.draw(st.integers(0, 100))) for _ in range(g.num_nodes)]
+    for v in range(g.num_nodes):
+        assert fast.data_ready(v, dev, fin) == pytest.approx(slow.data_ready(v, dev, fin))
 
 
 @pytest.mark.parametrize("module", [common_module, expert, sct])
