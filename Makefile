@@ -39,6 +39,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator_scaling.py
+	$(BIN)/python benchmarks/baseline_speed.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .hypothesis *.egg-info

@@ -16,6 +16,7 @@ from ..analysis import topological_order
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..placement import Placement
+from .common import capacity_shares
 
 
 def static_memory(g: OpGraph) -> np.ndarray:
@@ -46,14 +47,7 @@ def place(g: OpGraph, cluster: Cluster) -> Placement:
     unit_mem = np.bincount(g.unit, weights=mem)
     pins = unit_pins(g)
     cap = cluster.capacity
-    total = float(unit_mem.sum())
-    weights = np.where(np.isfinite(cap), cap, np.nan)
-    if np.isnan(weights).all():
-        share = np.full(K, total / K)
-    else:
-        weights = np.where(np.isnan(weights), np.nanmax(weights), weights)
-        share = total * weights / weights.sum()
-    share = np.minimum(share, cap)
+    share = np.minimum(float(unit_mem.sum()) * capacity_shares(cluster), cap)
     used = np.zeros(K)
     unit_dev = np.full(unit_mem.size, -1, dtype=np.int64)
     # Pinned units first: they take their device's memory whatever the order.

@@ -1,0 +1,185 @@
+"""METIS (Karypis & Kumar) through pymetis: balanced parts, least communication cut.
+
+The graph handed to METIS has one vertex per unit (colocation groups
+contracted, so a group is never split) and one undirected edge per pair of
+units that exchange data, weighted by the bytes they exchange plus a
+latency's worth of bytes per edge (``mean latency x mean bandwidth``), so
+that control edges count too. Vertex weights:
+
+* ``metis``: compute time only, balanced in proportion to device speed;
+* ``m-metis``: compute time and static memory (persistent + outputs + temp,
+  `mtopo.static_memory`) as two constraints, compute in proportion to speed
+  and memory in proportion to capacity (unlimited devices count as the
+  largest finite one).
+
+pymetis's Python call passes one weight per vertex only, so the partition is
+made by METIS's own C entry points inside pymetis's extension module (via
+ctypes), which take any number of constraints and per-constraint targets.
+Should those not be reachable, the public call is used with one weight, the
+average of the normalised constraints.
+
+Parts become devices; the simulator schedules them. Pinned units: parts are
+matched to devices (among devices with the same targets) to keep as many
+pinned units in place as possible (`scipy.optimize.linear_sum_assignment`),
+and then every pinned unit is moved to its device. METIS runs with a fixed
+seed, so the result is deterministic.
+
+pymetis is an optional dependency (the ``bench`` and ``dev`` extras).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linear_sum_assignment
+
+from ..cluster import Cluster
+from ..errors import MissingDependencyError
+from ..ir import OpGraph
+from ..placement import Placement
+from .common import capacity_shares, placement, speed_shares, unit_pins
+from .mtopo import static_memory
+
+_WEIGHT_TOTAL = 1 << 24
+"""Integer scale of each vertex-weight constraint's total (METIS takes integers)."""
+_EDGE_TOTAL = 1 << 30
+
+
+def _pymetis():
+    try:
+        import pymetis
+    except ImportError:
+        raise MissingDependencyError("the metis placers need pymetis: pip install 'pardnn[bench]'") from None
+    return pymetis
+
+
+def unit_graph(g: OpGraph, cluster: Cluster) -> sparse.csr_matrix:
+    """Symmetric unit adjacency with integer weights > 0 (bytes plus a latency's worth per edge)."""
+    U = int(g.unit.max()) + 1 if g.num_nodes else 0
+    ua, ub = g.unit[g.edge_src], g.unit[g.edge_dst]
+    keep = ua != ub
+    latency_bytes = cluster.mean_latency / cluster.mean_inv_bandwidth if cluster.mean_inv_bandwidth > 0 else 0.0
+    w = np.where(g.edge_control, 0, g.edge_bytes)[keep].astype(np.float64) + latency_bytes
+    rows = np.concatenate([ua[keep], ub[keep]])
+    cols = np.concatenate([ub[keep], ua[keep]])
+    A = sparse.csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(U, U))
+    A.sum_duplicates()
+    if A.nnz:
+        scale = max(1.0, float(A.data.sum()) / _EDGE_TOTAL)
+        A.data = np.maximum(1, np.rint(A.data / scale))
+    return A
+
+
+def _int_weights(x: np.ndarray) -> np.ndarray:
+    total = float(x.sum())
+    if total <= 0:
+        return np.zeros(x.size, dtype=np.int64)
+    return np.rint(x * (_WEIGHT_TOTAL / total)).astype(np.int64)
+
+
+def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarray) -> np.ndarray | None:
+    """Call the METIS library inside pymetis directly, with ``ncon = vw.shape[1]`` constraints.
+
+    pymetis's own wrapper always passes one constraint (the number of weights
+    per vertex is not exposed), so two-constraint partitioning goes through
+    METIS's C entry points, which its extension module exports. Returns None
+    when that is not possible (no such symbols), and the caller falls back.
+    """
+    import ctypes
+
+    from pymetis import _internal
+
+    try:
+        lib = ctypes.CDLL(_internal.__file__)
+        fn = lib.METIS_PartGraphRecursive if K <= 8 else lib.METIS_PartGraphKway
+        width = _internal._idx_type_width()
+    except (OSError, AttributeError):
+        return None
+    idx = np.int64 if width == 64 else np.int32
+    U, ncon = vw.shape
+
+    def arr(x, dtype):
+        return np.ascontiguousarray(x, dtype=dtype)
+
+    nvtxs, ncon_a, nparts = arr([U], idx), arr([ncon], idx), arr([K], idx)
+    xadj, adjncy, adjwgt = arr(A.indptr, idx), arr(A.indices, idx), arr(A.data, idx)
+    vwgt, tpwgts = arr(vw.ravel(), idx), arr(tp.ravel(), np.float32)   # METIS's default real_t is float
+    options = np.zeros(64, dtype=idx)
+    lib.METIS_SetDefaultOptions(options.ctypes.data_as(ctypes.c_void_p))
+    options[_internal.options_indices.SEED] = 0
+    objval, part = np.zeros(1, dtype=idx), np.zeros(U, dtype=idx)
+    ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (nvtxs, ncon_a, xadj, adjncy, vwgt)]
+    status = fn(*ptr, None, adjwgt.ctypes.data_as(ctypes.c_void_p) if adjwgt.size else None,
+                nparts.ctypes.data_as(ctypes.c_void_p), tpwgts.ctypes.data_as(ctypes.c_void_p), None,
+                options.ctypes.data_as(ctypes.c_void_p), objval.ctypes.data_as(ctypes.c_void_p),
+                part.ctypes.data_as(ctypes.c_void_p))
+    if status != 1:      # METIS_OK
+        raise RuntimeError(f"METIS failed with status {status}")
+    return part.astype(np.int64)
+
+
+def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
+    """The METIS part of every unit (before pins are applied)."""
+    K = cluster.num_devices
+    U = int(g.unit.max()) + 1 if g.num_nodes else 0
+    if K == 1 or U == 0:
+        return np.zeros(U, dtype=np.int64)
+    pymetis = _pymetis()
+    A = unit_graph(g, cluster)
+    weights = [_int_weights(np.bincount(g.unit, weights=g.time_us, minlength=U))]
+    targets = [speed_shares(cluster)]
+    if memory:
+        weights.append(_int_weights(np.bincount(g.unit, weights=static_memory(g), minlength=U)))
+        targets.append(capacity_shares(cluster))
+    keep = [i for i, w in enumerate(weights) if w.sum() > 0]    # METIS rejects a constraint of total 0
+    if not keep:
+        weights, targets = [np.ones(U, dtype=np.int64)], [speed_shares(cluster)]
+        keep = [0]
+    vw = np.stack([weights[i] for i in keep], axis=1)                       # [U, ncon]
+    tp = np.stack([targets[i] / targets[i].sum() for i in keep], axis=1)   # [K, ncon]
+    parts = _metis_c(pymetis, K, A, vw, tp)
+    if parts is not None:
+        return parts
+    # Fallback through pymetis's public call: one constraint, the constraints' average.
+    opts = pymetis.Options()
+    opts.seed = 0
+    one = _int_weights((vw / np.maximum(vw.sum(axis=0), 1)).sum(axis=1))
+    res = pymetis.part_graph(K, pymetis.CSRAdjacency(A.indptr.tolist(), A.indices.tolist()), vweights=one.tolist(),
+                             eweights=A.data.astype(np.int64).tolist() or None,
+                             tpwgts=tp.mean(axis=1).tolist(), options=opts)
+    return np.asarray(res.vertex_part, dtype=np.int64)
+
+
+def match_parts(parts: np.ndarray, pins: np.ndarray, cluster: Cluster) -> np.ndarray:
+    """A device per part keeping the most pinned units in place (only among devices with equal targets)."""
+    K = cluster.num_devices
+    agree = np.zeros((K, K))
+    sel = pins >= 0
+    np.add.at(agree, (parts[sel], pins[sel]), 1.0)
+    kind = np.stack([cluster.speed, capacity_shares(cluster)], axis=1)
+    same = (np.abs(kind[:, None, :] - kind[None, :, :]) <= 1e-12).all(axis=2)
+    cost = np.where(same, -agree - 1e-6 * np.eye(K), 1e9)     # prefer the identity on ties
+    rows, cols = linear_sum_assignment(cost)
+    mapping = np.empty(K, dtype=np.int64)
+    mapping[rows] = cols
+    return mapping
+
+
+def _place(g: OpGraph, cluster: Cluster, memory: bool, method: str) -> Placement:
+    if g.num_nodes == 0:
+        return placement(g, cluster, np.zeros(0), method)
+    parts = partition(g, cluster, memory=memory)
+    pins = np.asarray(unit_pins(g, cluster.num_devices), dtype=np.int64)
+    unit_dev = match_parts(parts, pins, cluster)[parts]
+    unit_dev = np.where(pins >= 0, pins, unit_dev)
+    return placement(g, cluster, unit_dev[g.unit], method)
+
+
+def place(g: OpGraph, cluster: Cluster) -> Placement:
+    """METIS balancing compute (in proportion to speed), cutting the fewest bytes."""
+    return _place(g, cluster, False, "metis")
+
+
+def place_m(g: OpGraph, cluster: Cluster) -> Placement:
+    """METIS balancing compute (to speed) and static memory (to capacity), cutting the fewest bytes."""
+    return _place(g, cluster, True, "m-metis")
