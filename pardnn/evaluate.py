@@ -33,6 +33,21 @@ class Evaluator:
     def makespan(self, dev: np.ndarray) -> float:
         return float(self.schedule(dev).makespan_us)
 
+    def quick_makespan(self, dev: np.ndarray) -> float:
+        """The makespan alone, straight from the kernel (no memory, no `Schedule` built)."""
+        from .machine import _static
+        from ._schedkernel import simulate_kernel
+
+        self.evaluations += 1
+        sa = _static(self.g)
+        c = self.cluster
+        res = simulate_kernel(c.num_devices, dev, c.speed, c.latency, c.bandwidth, sa.time_us, sa.temp, sa.port_ptr,
+                              sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr,
+                              sa.i_edge, sa.cptr, sa.c_dst, sa.indeg, False)
+        finish, tr_finish = res[1], res[7]
+        ms = max(float(finish.max()) if finish.size else 0.0, float(tr_finish.max()) if tr_finish.size else 0.0)
+        return ms
+
     def _remember(self, dev: np.ndarray, ms: float) -> None:
         if ms < self.best_makespan:
             self.best_makespan = ms

@@ -51,6 +51,7 @@ class PlanState:
     assignment: np.ndarray | None = None     # device per node
     clustering: Clustering | None = None
     makespan_us: float | None = None         # of `assignment`, when a pass simulated it
+    alternatives: tuple[np.ndarray, ...] = ()    # other promising assignments, for multi-start refinement
     stats: dict[str, Any] = field(default_factory=dict)   # per-pass figures, for reports
 
     def replace(self, **changes: Any) -> "PlanState":

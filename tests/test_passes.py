@@ -337,3 +337,18 @@ def test_heterogeneous_devices_get_the_heaviest_path():
     c = Cluster((Device("slow", None, 1.0), Device("fast", None, 4.0)), 0.0, 1e12)
     plan, _, _ = run_pardnn(g, c)
     assert plan.assignment[g.id("b")] == 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([0.35, 0.5, 0.7]))
+def test_memory_aware_refinement_never_breaks_a_limit(case, scale):
+    """Refine(respect_memory=True), kicks included, returns a plan that fits whenever it started from one."""
+    from pardnn.machine import single_device_peak
+
+    g, c = case
+    cl = c.with_memory(max(1, int(scale * single_device_peak(g))))
+    state = FitMemory()(g, cl, Map()(g, cl, Slice()(g, cl, PlanState())))
+    if not simulate(g, cl, state.assignment).feasible:
+        return
+    st_ = Refine(max_evals=120, respect_memory=True)(g, cl, state.replace(alternatives=()))
+    assert simulate(g, cl, st_.assignment).feasible

@@ -12,8 +12,9 @@
   ParDNN breaks ties by that communication; ``comm_weight=0`` is exactly
   that, and the default 1.0 weighs it in fully, which places better on
   communication-heavy graphs.
-* Colocation groups then go whole to the device holding most of their work
-  and inbound communication; pinned groups to their pin.
+* Colocation groups: a group whose members all lie in one path moves with
+  it; a group split across paths is balanced as a cluster of its own; a
+  pinned group goes to its pin.
 
 Going beyond the paper, the pass maps onto the fastest ``k`` devices for
 every ``k`` up to K (``try_fewer_devices``): when communication dominates,
@@ -45,16 +46,54 @@ def device_order(cluster: Cluster) -> np.ndarray:
     return np.lexsort((np.arange(cluster.num_devices), -cluster.capacity, -cluster.speed))
 
 
+def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
+                         w: np.ndarray) -> tuple[np.ndarray, int]:
+    """Clusters for the mapping, with colocation groups that straddle slicing paths taken out.
+
+    A group whose members all lie in one path stays there. A group split across paths becomes a
+    secondary cluster of its own (its level span covers all its members), so load balancing places the
+    group as a whole instead of one path dragging it along. Secondary clusters are renumbered heaviest
+    first, the order load balancing takes them in. Returns (cluster per node, number of clusters).
+    """
+    unit = g.unit
+    n_units = int(unit.max()) + 1 if g.num_nodes else 0
+    lo = np.full(n_units, np.iinfo(np.int64).max)
+    hi = np.full(n_units, -1)
+    np.minimum.at(lo, unit, cluster_of)
+    np.maximum.at(hi, unit, cluster_of)
+    straddle = lo[unit] != hi[unit]
+    out = cluster_of.copy()
+    next_id = int(cluster_of.max()) + 1 if g.num_nodes else 0
+    out[straddle] = next_id + unit[straddle]
+    # renumber: primaries keep 0..P-1 (even when a primary lost every member); secondaries, old and new,
+    # follow heaviest first
+    sec = out >= num_primary
+    ids, inv = np.unique(out[sec], return_inverse=True)
+    work = np.bincount(inv, weights=w[sec])
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[np.lexsort((ids, -work))] = np.arange(ids.size)
+    out[sec] = num_primary + rank[inv]
+    return out, int(num_primary + ids.size)
+
+
 def map_onto(g: OpGraph, cluster: Cluster, state: PlanState, k: int, *, comm_weight: float,
-             merge_factor: float, cm: CostModel | None = None) -> np.ndarray:
-    """Device per node when the first ``k`` primary clusters anchor the ``k`` fastest devices."""
+             merge_factor: float, cm: CostModel | None = None, split_groups: bool = True) -> np.ndarray:
+    """Device per node when the first ``k`` primary clusters anchor the ``k`` fastest devices.
+
+    With ``split_groups``, groups straddling paths are balanced as clusters of their own
+    (`group_aware_clusters`); without, they stay in their paths and follow the majority of their work.
+    """
     cm = cm or CostModel.build(g, cluster)
     cl = state.clustering
     devices = device_order(cluster)[:k]
-    prim_work = np.bincount(cl.cluster, weights=cm.w, minlength=cl.num_clusters)[:k]
+    if split_groups:
+        clusters, n_clusters = group_aware_clusters(g, cl.cluster, k, cm.w)
+    else:
+        clusters, n_clusters = cl.cluster, cl.num_clusters
+    prim_work = np.bincount(clusters, weights=cm.w, minlength=n_clusters)[:k]
     prim_dev = np.empty(k, dtype=np.int64)
     prim_dev[np.argsort(-prim_work, kind="stable")] = np.arange(k)   # heaviest primary -> fastest device
-    local = map_clusters(cl.cluster, k, cl.num_clusters, topological_levels(g), cm.w, g.edge_src, g.edge_dst, cm.c,
+    local = map_clusters(clusters, k, n_clusters, topological_levels(g), cm.w, g.edge_src, g.edge_dst, cm.c,
                          prim_dev, k, comm_weight, merge_factor)
     dev = devices[local]
     pins = unit_pins(g)
@@ -71,6 +110,8 @@ class Map:
     """Merge a secondary cluster into a neighbour when communication x this >= its work."""
     try_fewer_devices: bool = True
     """Also map onto the fastest 1..K-1 devices and keep the fastest plan."""
+    alternatives: int = 3
+    """Hand this many runner-up plans to refinement as extra starting points."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.clustering is None:
@@ -80,17 +121,25 @@ class Map:
         P = max(1, state.clustering.num_primary)
         ks = range(1, P + 1) if self.try_fewer_devices else [P]
         bounded = bool(np.isfinite(cluster.capacity).any())
-        best = None
+        results = []
         tried = {}
-        for k in ks:
-            dev = map_onto(g, cluster, state, k, comm_weight=self.comm_weight, merge_factor=self.merge_factor, cm=cm)
-            s = ev.schedule(dev, memory=bounded)
-            # with memory limits: least overflow first, then the shortest step
-            key = shortfall_key(s) if bounded else (0.0, float(s.makespan_us))
-            tried[k] = float(s.makespan_us)
-            if best is None or key < best[0]:
-                best = (key, k, dev, float(s.makespan_us))
-        key, k, dev, ms = best
-        return state.replace(assignment=dev, makespan_us=ms).with_stats(
-            self.name, devices_used=int(np.unique(dev).size), k_chosen=k, overflow_bytes=key[0],
-            makespan_by_k={int(a): float(b) for a, b in tried.items()})
+        for split_groups in ((False, True) if g.group_names else (False,)):
+            for k in ks:
+                dev = map_onto(g, cluster, state, k, comm_weight=self.comm_weight, merge_factor=self.merge_factor,
+                               cm=cm, split_groups=split_groups)
+                s = ev.schedule(dev, memory=bounded)
+                # with memory limits: least overflow first, then the shortest step
+                key = shortfall_key(s) if bounded else (0.0, float(s.makespan_us))
+                tried[(k, split_groups)] = float(s.makespan_us)
+                results.append((key, k, split_groups, dev))
+        results.sort(key=lambda r: (r[0], r[1], r[2]))
+        key, k, split_groups, dev = results[0]
+        alts = []
+        for r in results[1:]:
+            if len(alts) >= self.alternatives:
+                break
+            if not any(np.array_equal(r[3], a) for a in [dev] + alts):
+                alts.append(r[3])
+        return state.replace(assignment=dev, makespan_us=key[1], alternatives=tuple(alts)).with_stats(
+            self.name, devices_used=int(np.unique(dev).size), k_chosen=k, groups_split=split_groups,
+            overflow_bytes=key[0], makespan_by_k={f"{a[0]}{'g' if a[1] else ''}": b for a, b in tried.items()})

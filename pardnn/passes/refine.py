@@ -13,7 +13,11 @@ seen is kept:
    the op that finishes last: at each op, either it waited for an input (a
    local predecessor, a transfer, a control edge) or for its device (the op
    that ran before it there).
-2. Propose moves along the chain:
+2. Propose moves, cheapest neighbourhood first, widening only when a
+   neighbourhood yields nothing (and narrowing again after any gain):
+   (a) along the chain's longest waits, (b) along the whole chain with every
+   target device, (c) every slicing path's part on a device moved whole to
+   each other device, (d) every unit to every other device. Along the chain:
    * across a transfer or cross-device control edge ``p -> c``: move ``c``'s
      unit to ``p``'s device, ``p``'s unit to ``c``'s, and the segment of
      ``c``'s slicing path on its device to ``p``'s device ("path swapping");
@@ -48,9 +52,10 @@ EDGE, DEVICE = 0, 1
 
 
 def default_budget(g: OpGraph) -> int:
-    """Simulations allowed: many for small graphs, a fixed floor for large ones (each costs O(V+E))."""
+    """Simulations allowed: about 2e7 / (V + E), so refinement time stays roughly flat across sizes,
+    between a floor for large graphs and a ceiling for tiny ones."""
     size = g.num_nodes + g.num_edges
-    return int(np.clip(5e6 / max(size, 1), 150, 3000))
+    return int(np.clip(2e7 / max(size, 1), 100, 20000))
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,8 +203,12 @@ def free_at(s: Schedule, K: int, t: np.ndarray) -> np.ndarray:
 
 
 def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Chain, mover: _Mover, *,
-            top_links: int = 64) -> list[_Move]:
-    """Moves along the chain's ``top_links`` longest waits, best estimated gain first."""
+            top_links: int = 64, every_target: bool = False) -> list[_Move]:
+    """Moves along the chain's ``top_links`` longest waits, best estimated gain first.
+
+    With ``every_target``, an op waiting for an input may also move to any third device, and moves with
+    no estimated gain are kept (at the end of the list).
+    """
     K = cluster.num_devices
     dev = s.device
     if len(chain) == 0:
@@ -222,6 +231,10 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
             seg = mover.path_segment(c, dev)
             if seg.size > 1:
                 moves.append(_Move(delay, tuple(seg.tolist()), a, "pull path"))
+            if every_target:
+                for e in range(K):
+                    if e not in (a, b):
+                        moves.append(_Move(delay - (A[c, b] - A[c, e]) - delay, (c,), e, "move consumer"))
         else:
             here = int(dev[c])
             wait_free = frees[row[i]] - s.ready_us[c]
@@ -237,13 +250,44 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     moves.sort(key=lambda m: (-m.gain, m.target, m.nodes[:4], m.label))
     out, seen = [], set()
     for m in moves:
-        if m.gain <= 0:
+        if m.gain <= 0 and not every_target:
             continue
         key = (m.nodes if len(m.nodes) < 8 else (m.nodes[0], len(m.nodes), m.nodes[-1]), m.target)
         if key not in seen:
             seen.add(key)
             out.append(m)
     return out
+
+
+def path_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int) -> list[_Move]:
+    """Every slicing path's part on each device, moved whole to every other device (heaviest first)."""
+    if mover.cluster is None:
+        return []
+    key = mover.cluster * K + dev
+    order = np.lexsort((np.arange(g.num_nodes), key))
+    bounds = np.flatnonzero(np.concatenate([[True], key[order][1:] != key[order][:-1], [True]]))
+    parts = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    work = [float(cm.w[p].sum()) for p in parts]
+    moves = []
+    for i in np.argsort(-np.asarray(work), kind="stable").tolist():
+        nodes = tuple(parts[i].tolist())
+        here = int(dev[nodes[0]])
+        moves.extend(_Move(work[i], nodes, e, "move path") for e in range(K) if e != here)
+    return moves
+
+
+def unit_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int) -> list[_Move]:
+    """Every movable unit to every other device (heaviest units first)."""
+    work = np.bincount(g.unit, weights=cm.w)
+    first = np.full(work.size, -1, dtype=np.int64)
+    first[g.unit[::-1]] = np.arange(g.num_nodes)[::-1]
+    moves = []
+    for u in np.argsort(-work, kind="stable").tolist():
+        if mover.pinned_unit[u] or first[u] < 0:
+            continue
+        v = int(first[u])
+        moves.extend(_Move(float(work[u]), (v,), e, "move unit") for e in range(K) if e != dev[v])
+    return moves
 
 
 @dataclass(frozen=True)
@@ -260,6 +304,8 @@ class Refine:
     respect_memory: bool | str = "auto"
     """Accept only moves that keep every device within its memory: True, False, or "auto" (when the plan
     it starts from fits). After step 2 it is True: refinement recovers time without undoing the memory pass."""
+    kicks: bool = True
+    """When descent stalls with budget left, perturb the best plan and descend again (iterated local search)."""
     only_after_changes_by: str | None = None
     """Skip the pass when the named earlier pass left the plan unchanged (its stats say units_moved=0)."""
 
@@ -271,40 +317,124 @@ class Refine:
         if self.only_after_changes_by and not state.stats.get(self.only_after_changes_by, {}).get("units_moved"):
             return state.with_stats(self.name, skipped=f"{self.only_after_changes_by} changed nothing")
         budget = self.max_evals if self.max_evals is not None else default_budget(g)
-        ev = Evaluator(g, cluster)
         cm = CostModel.build(g, cluster)
         mover = _Mover(g, state.clustering)
-        cur = state.assignment.copy()
         bounded = bool(np.isfinite(cluster.capacity).any())
-        s = ev.schedule(cur, memory=bounded and self.respect_memory is not False)
+        starts = [state.assignment] + list(state.alternatives)
+        # successive halving: half the budget shared by every start, the rest for the best of them
+        results = []
+        share = budget // (2 * len(starts)) if len(starts) > 1 else budget
+        used = 0
+        for dev in starts:
+            r = self._search(g, cluster, cm, mover, dev, share, bounded)
+            used += r["evaluations"]
+            results.append(r)
+        valid = [r for r in results if r.get("skipped") is None]
+        if not valid:
+            return state.with_stats(self.name, skipped=results[0]["skipped"])
+        best = min(valid, key=lambda r: (r["after_us"], r["index"] if "index" in r else 0))
+        if len(starts) > 1 and budget - used > 0:
+            more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded)
+            if more.get("skipped") is None and more["after_us"] <= best["after_us"]:
+                more["accepted"] += best["accepted"]
+                best = {**more, "before_us": best["before_us"]}
+            used += more["evaluations"]
+        stats = {k: v for k, v in best.items() if k != "assignment"}
+        stats.update(evaluations=used, budget=budget, starts=len(starts))
+        return state.replace(assignment=best["assignment"], makespan_us=best["after_us"],
+                             alternatives=()).with_stats(self.name, **stats)
+
+    def _search(self, g, cluster, cm, mover, start, budget, bounded) -> dict:
+        """Iterated local search from ``start`` with ``budget`` evaluations.
+
+        Descend with the move ladder until no neighbourhood helps; while budget remains, perturb the
+        best plan (a few units near its critical chain sent to other devices, from a fixed seed) and
+        descend again, keeping the best plan seen.
+        """
+        ev = Evaluator(g, cluster)
+        s = ev.schedule(start, memory=bounded and self.respect_memory is not False)
         if self.respect_memory is True and bounded and not s.feasible:
-            return state.with_stats(self.name, skipped="the plan does not fit memory")
+            return {"skipped": "the plan does not fit memory", "evaluations": ev.evaluations}
         check_memory = bounded and (self.respect_memory is True or (self.respect_memory == "auto" and s.feasible))
-        start_ms = cur_ms = float(s.makespan_us)
-        accepted = rounds = 0
+        start_ms = float(s.makespan_us)
+        best, best_s, best_ms = start.copy(), s, start_ms
         kinds: dict[str, int] = {}
-        while ev.evaluations < budget and accepted < self.max_rounds:
-            rounds += 1
-            chain = critical_chain(g, cluster, s)
+        totals = {"accepted": 0, "rounds": 0, "kicks": 0}
+        rng = np.random.default_rng(12345)
+        cur, cur_s = best, best_s
+        while ev.evaluations < budget:
+            cur, cur_s, cur_ms = self._descend(g, cluster, cm, mover, ev, cur, cur_s, budget, check_memory, kinds,
+                                               totals)
+            # a kicked plan may break a memory limit: only a plan that fits can become the best
+            if cur_ms < best_ms - 1e-9 and (not check_memory or cur_s.feasible):
+                best, best_s, best_ms = cur, cur_s, cur_ms
+            if ev.evaluations >= budget or not self.kicks:
+                break
+            kicked = self._kick(g, cluster, mover, best, best_s, rng)
+            if kicked is None:
+                break
+            totals["kicks"] += 1
+            cur = kicked
+            cur_s = ev.schedule(cur, memory=check_memory)
+        return {"assignment": best, "evaluations": ev.evaluations, "rounds": totals["rounds"],
+                "accepted": totals["accepted"], "kicks": totals["kicks"], "moves": kinds, "before_us": start_ms,
+                "after_us": best_ms}
+
+    def _kick(self, g, cluster, mover, dev, s, rng) -> np.ndarray | None:
+        """A perturbation of ``dev``: a few units on or next to its critical chain, to random other devices."""
+        chain = critical_chain(g, cluster, s)
+        if len(chain) == 0:
+            return None
+        nodes = np.unique(np.concatenate([chain.src, chain.dst]))
+        units = np.unique(g.unit[nodes])
+        units = units[~mover.pinned_unit[units]]
+        if units.size == 0:
+            return None
+        count = int(min(units.size, max(2, round(0.05 * units.size))))
+        out = dev.copy()
+        K = cluster.num_devices
+        for u in rng.choice(units, size=count, replace=False).tolist():
+            members = mover.members(u)
+            here = int(out[members[0]])
+            out[members] = (here + 1 + int(rng.integers(0, K - 1))) % K
+        return out
+
+    def _descend(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals):
+        """First-improvement descent through the move ladder until no neighbourhood helps."""
+        cur_ms = float(s.makespan_us)
+        stage = 0
+        K = cluster.num_devices
+        while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < 4:
+            totals["rounds"] += 1
+            if stage == 0:
+                moves = propose(g, cluster, cm, s, critical_chain(g, cluster, s), mover, top_links=self.top_links)
+            elif stage == 1:
+                moves = propose(g, cluster, cm, s, critical_chain(g, cluster, s), mover,
+                                top_links=g.num_nodes, every_target=True)
+            elif stage == 2:
+                moves = path_moves(g, cm, cur, mover, K)
+            else:
+                moves = unit_moves(g, cm, cur, mover, K)
             gained = False
             misses = 0
-            for m in propose(g, cluster, cm, s, chain, mover, top_links=self.top_links):
-                if ev.evaluations >= budget or misses >= self.patience:
+            patience = self.patience if stage == 0 else None
+            for m in moves:
+                if ev.evaluations >= budget or (patience is not None and misses >= patience):
                     break
                 trial = mover.apply(cur, m.nodes, m.target)
                 if trial is None:
                     continue
+                if ev.quick_makespan(trial) >= cur_ms - 1e-9:
+                    misses += 1
+                    continue
                 s2 = ev.schedule(trial, memory=check_memory)
                 if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
                     cur, s, cur_ms = trial, s2, float(s2.makespan_us)
-                    accepted += 1
+                    totals["accepted"] += 1
                     kinds[m.label] = kinds.get(m.label, 0) + 1
                     gained = True
                     misses = 0
                 else:
                     misses += 1
-            if not gained:
-                break
-        return state.replace(assignment=cur, makespan_us=cur_ms).with_stats(
-            self.name, evaluations=ev.evaluations, budget=budget, rounds=rounds, accepted=accepted, moves=kinds,
-            before_us=start_ms, after_us=cur_ms)
+            stage = 0 if gained else stage + 1
+        return cur, s, cur_ms
