@@ -211,7 +211,7 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     names = [f"{d}: {cluster.devices[d].name}" for d in range(K)] + [f"link {a} \u2192 {c}" for a, c in used]
     ax.set_yticks([ypos(i) for i in range(lanes)])
     ax.set_yticklabels(names, fontsize=8)
-    ax.set_ylim(-0.1, top + 0.25)
+    ax.set_ylim(-0.1, top + 0.45)
     ax.set_xlim(0, span / scale * 1.005)
     ax.set_xlabel(f"time ({unit})")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)

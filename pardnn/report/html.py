@@ -80,16 +80,17 @@ def _cell(c: Any) -> str:
     return str(c) if isinstance(c, Cell) else f"<td>{esc(c)}</td>"
 
 
-def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], *, row_classes: Sequence[str | None] | None = None,
-          cls: str | None = None, attrs: str = "") -> str:
-    """An HTML table; cells are `Cell`s or plain values (escaped)."""
-    head = "".join(str(h) if isinstance(h, Cell) else f"<th>{esc(h)}</th>" for h in headers)
+def table(headers: Sequence[Any] | None, rows: Iterable[Sequence[Any]], *,
+          row_classes: Sequence[str | None] | None = None, cls: str | None = None, attrs: str = "") -> str:
+    """An HTML table; cells are `Cell`s or plain values (escaped). ``headers=None``: no header row."""
+    head = "" if headers is None else "<thead><tr>" + "".join(
+        str(h) if isinstance(h, Cell) else f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>"
     body = []
     for i, row in enumerate(rows):
         rc = row_classes[i] if row_classes is not None and i < len(row_classes) else None
         body.append(f"<tr{f' class={chr(34)}{esc(rc)}{chr(34)}' if rc else ''}>{''.join(_cell(c) for c in row)}</tr>")
     cls_attr = f' class="{esc(cls)}"' if cls else ""
-    return f"<table{cls_attr}{attrs}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<table{cls_attr}{attrs}>{head}<tbody>{''.join(body)}</tbody></table>"
 
 
 def png_img(png: bytes, alt: str, *, fig_id: str | None = None) -> str:

@@ -36,7 +36,7 @@ def _cap_text(c: float) -> str:
 
 def _kv(rows: Sequence[tuple[str, Any, str | None, Any]]) -> str:
     """A two-column table of ``(label, shown text, data-key, exact value)``."""
-    return table(["", ""], [[Cell(label, cls="l", header=True), Cell(text, key=key, value=value, cls="l")]
+    return table(None, [[Cell(label, cls="l", header=True), Cell(text, key=key, value=value, cls="l")]
                             for label, text, key, value in rows], cls="kv")
 
 
