@@ -154,9 +154,10 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     np.add.at(ncount, (t.src_dev, t.dst_dev), 1)
     used = [(a, c) for a in range(K) for c in range(K) if ncount[a, c] > 0]
     if len(used) > MAX_LINK_LANES:
-        keep = sorted(used, key=lambda p: (-nbytes[p], p))[:MAX_LINK_LANES]
-        notes.append(f"{len(used) - MAX_LINK_LANES} of {len(used)} links in use are not drawn (the "
-                     f"{MAX_LINK_LANES} carrying the most bytes are).")
+        on_chain = set(zip(t.src_dev[marks.transfers].tolist(), t.dst_dev[marks.transfers].tolist()))
+        keep = sorted(used, key=lambda p: (p not in on_chain, -nbytes[p], p))[:MAX_LINK_LANES]
+        notes.append(f"{len(used) - MAX_LINK_LANES} of {len(used)} links in use are not drawn (those the critical "
+                     f"chain crosses come first, then those carrying the most bytes).")
         used = sorted(keep)
     lanes = K + len(used)
     exact = g.num_nodes + len(t) <= EXACT_LIMIT

@@ -7,8 +7,8 @@ so tests and scripts can read the figures back.
 
 >>> str(Cell("1.0 ms", key="makespan_us", value=1000.0))
 '<td data-key="makespan_us" data-value="1000.0">1.0 ms</td>'
->>> table(["a", "b"], [["x", Cell("<1>")]])
-'<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>x</td><td>&lt;1&gt;</td></tr></tbody></table>'
+>>> table(["a", "b"], [["x", Cell("<1>")]])[20:]
+'<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>x</td><td>&lt;1&gt;</td></tr></tbody></table></div>'
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ tr.over td { background: #fde2e2; }
 img { max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
 .note { color: #555; font-size: 0.9em; }
 .grid { display: flex; flex-wrap: wrap; gap: 0 2em; }
+.grid > div { flex: 0 1 660px; min-width: 0; }
+.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 
@@ -90,7 +92,7 @@ def table(headers: Sequence[Any] | None, rows: Iterable[Sequence[Any]], *,
         rc = row_classes[i] if row_classes is not None and i < len(row_classes) else None
         body.append(f"<tr{f' class={chr(34)}{esc(rc)}{chr(34)}' if rc else ''}>{''.join(_cell(c) for c in row)}</tr>")
     cls_attr = f' class="{esc(cls)}"' if cls else ""
-    return f"<table{cls_attr}{attrs}>{head}<tbody>{''.join(body)}</tbody></table>"
+    return f"<div class=\"scroll\"><table{cls_attr}{attrs}>{head}<tbody>{''.join(body)}</tbody></table></div>"
 
 
 def png_img(png: bytes, alt: str, *, fig_id: str | None = None) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -188,18 +188,3 @@ def top_live(g: OpGraph, schedule: Schedule, device: int, n: int = 8) -> tuple[l
                               float(items.free_us[i])))
     return out, int(items.bytes.size), total
 
-
-def summary_dict(summary: Summary) -> dict[str, Any]:
-    """The summary as JSON-ready values (what the HTML's ``data-value`` attributes hold)."""
-    return {
-        "makespan_us": summary.makespan_us,
-        "serial_us": summary.serial_us,
-        "speedup": summary.speedup,
-        "single_device_peak_bytes": summary.single_device_peak_bytes,
-        "transfers": summary.transfers,
-        "bytes_moved": summary.bytes_moved,
-        "feasible": summary.feasible,
-        "devices": [{"name": d.name, "ops": d.ops, "compute_us": d.compute_us, "peak_bytes": d.peak_bytes,
-                     "capacity_bytes": None if not math.isfinite(d.capacity_bytes) else int(d.capacity_bytes)}
-                    for d in summary.devices],
-    }
