@@ -4,15 +4,18 @@
 runs through the CLI (a trailing ``# exits N`` expects that exit code; ``> f``
 writes stdout to ``f``), then its ``python`` blocks, in a scratch directory
 beside a link to ``sample_graphs/``. `docs/keras.md`: its ``python`` blocks
-run in order in one namespace.
+run in order as one script, in a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,23 +90,36 @@ def test_guide_commands_and_python_run(in_scratch):
         exec(compile(code, "docs/guide.md", "exec"), {})
 
 
+FOOTER = """
+import json as _json
+_json.dump({"peak": int(peak), "capacity": [float(x) for x in cluster.capacity],
+            "feasible": bool(schedule.feasible), "makespan_us": float(schedule.makespan_us),
+            "devices_used": sorted(set(schedule.device.tolist())),
+            "phases": sorted({(x or {}).get("phase") or "" for x in g.node_extra})}, open("facts.json", "w"))
+"""
+
+
 @pytest.mark.tf
 def test_keras_walkthrough(in_scratch):
+    """The walkthrough's blocks, in order, as one script in a fresh interpreter (Keras names are process-global)."""
     pytest.importorskip("tensorflow")
     pytest.importorskip("matplotlib")
     from .test_report import Page, assert_self_contained
 
-    ns: dict = {}
-    for i, code in enumerate(blocks(DOCS / "keras.md", "python")):
-        exec(compile(code, f"docs/keras.md block {i + 1}", "exec"), ns)
-    g, schedule, cluster = ns["g"], ns["schedule"], ns["cluster"]
-    assert schedule.feasible and ns["peak"] > cluster.capacity.max()    # it needed the second device
-    assert set(schedule.device.tolist()) == {0, 1}
-    phases = {(x or {}).get("phase") for x in g.node_extra}
-    assert {"forward", "backward", "optimizer"} <= phases
+    script = "\n\n".join(blocks(DOCS / "keras.md", "python")) + FOOTER
+    (in_scratch / "walkthrough.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "walkthrough.py"], cwd=in_scratch, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "predicted step time" in r.stdout
+    facts = json.loads((in_scratch / "facts.json").read_text())
+    assert facts["feasible"] and facts["peak"] > max(facts["capacity"])      # it needed the second device
+    assert facts["devices_used"] == [0, 1]
+    assert {"forward", "backward", "optimizer"} <= set(facts["phases"])
     text = (in_scratch / "keras_mlp_report.html").read_text()
     page = Page(text)
     assert_self_contained(text, page)
-    assert float(page.values["makespan_us"]) == schedule.makespan_us
+    assert float(page.values["makespan_us"]) == facts["makespan_us"]
     assert page.texts["speedup"].startswith("does not fit one device")
     assert (in_scratch / "keras_mlp.placement.json").exists() and (in_scratch / "keras_mlp.json.gz").exists()

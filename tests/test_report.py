@@ -325,3 +325,27 @@ def test_report_json_roundtrip_of_values_is_exact(rendered):
     assert float(page.values["makespan_us"]) == sched.makespan_us
     assert json.loads(json.dumps(float(page.values["makespan_us"]))) == sched.makespan_us
     assert math.isfinite(float(page.values["serial_us"]))
+
+
+def test_a_headless_browser_shows_the_embedded_figures(tmp_path):
+    """Debian's chromium renders the page offline and the Gantt chart's blue bars reach the screen."""
+    import shutil
+    import subprocess
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    image = pytest.importorskip("PIL.Image")
+    g = load_graph(SAMPLES / "pipedream_gnmt.json.gz")
+    c = Cluster.homogeneous(2)
+    plan, s = partition(g, c, method="m-topo")
+    page = tmp_path / "r.html"
+    page.write_text(render_report(g, c, plan, s))
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1400,1600",
+                    page.as_uri()], check=True, capture_output=True, timeout=120)
+    px = np.asarray(image.open(shot).convert("RGB")).astype(int)
+    assert px.shape[:2] == (1600, 1400)
+    blue = np.abs(px - np.array([0x4C, 0x72, 0xB0])).sum(axis=2) < 30      # the ops' colour in the Gantt chart
+    assert blue.sum() > 5000

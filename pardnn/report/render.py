@@ -199,7 +199,7 @@ def _comm_section(cluster: Cluster, s: Schedule) -> str:
     return section("communication", "Communication", *parts)
 
 
-def _measured_section(cluster: Cluster, summ: Summary, run: MeasuredRun) -> str:
+def _measured_section(summ: Summary, run: MeasuredRun) -> str:
     rows = [("measured step time", format_time(run.measured_us), "measured_us", run.measured_us),
             ("predicted step time (this report)", format_time(summ.makespan_us), "predicted_us", summ.makespan_us)]
     if run.predicted_us is not None and abs(run.predicted_us - summ.makespan_us) > 1e-3 * max(1.0, summ.makespan_us):
@@ -271,7 +271,7 @@ def render_report(g: OpGraph, cluster: Cluster, placement: Placement | None, sch
                 ("memory", "Memory", _memory_section(g, cluster, schedule)),
                 ("communication", "Communication", _comm_section(cluster, schedule))]
     if measured is not None:
-        sections.append(("measured", "Predicted vs measured", _measured_section(cluster, summ, measured)))
+        sections.append(("measured", "Predicted vs measured", _measured_section(summ, measured)))
     return page(title, subtitle, sections)
 
 
