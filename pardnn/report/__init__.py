@@ -25,7 +25,8 @@ script and no external URL, so it opens offline. The figures need matplotlib
 from __future__ import annotations
 
 from .measured import MeasuredRun, load_measured, measured_from_dict
-from .render import render_bench_report, render_report, save_report
+from .bench_page import render_bench_report
+from .render import render_report, save_report
 from .summary import Summary, comm_matrix, summarize, top_live
 
 __all__ = ["render_report", "render_bench_report", "save_report", "summarize", "Summary", "comm_matrix", "top_live",
