@@ -307,6 +307,7 @@ def run_bench(sources: Sequence[GraphSource], *, methods: Sequence[str], ks: Seq
     graphs: list[dict] = []
     seen: dict[str, str] = {}
     for source in progress.iterate(sources, desc="graphs"):
+        t0 = time.perf_counter()
         g = source.load()
         if max_nodes is not None and g.num_nodes > max_nodes:
             continue
@@ -328,6 +329,8 @@ def run_bench(sources: Sequence[GraphSource], *, methods: Sequence[str], ks: Seq
                 for m in methods:
                     frac, ms = min_feasible_fraction(g, m, k, peak1, lo=min(lo, 2.0))
                     scal.append(ScalingRow(source.name, k, m, frac, ms))
+        log.info("bench %s (%d ops): %d cases in %.2f s", source.name, g.num_nodes, len(ks) * len(regimes),
+                 time.perf_counter() - t0)
     return BenchResult(rows, scal, ours, graphs)
 
 

@@ -105,8 +105,8 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
     \b
     Examples:
       pardnn info sample_graphs/pardnn_vgg16.json.gz
-      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 1.5GiB -o vgg.placement.json
-      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 1.5GiB --json
+      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 2GiB -o vgg.placement.json
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB --json
     """
     from .progress import Progress
 
@@ -236,8 +236,9 @@ def _echo_json(obj: Any) -> None:
 @click.option("--top", default=5, show_default=True,
               help="How many colocation groups to list (those holding the most persistent memory).")
 @frontend_options
-def info(graph: str, as_json: bool, top: int, fmt, signature, profile_steps, batch_size, dims, device_profile,
-         keep_unexecuted) -> None:
+@click.pass_context
+def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature, profile_steps, batch_size, dims,
+         device_profile, keep_unexecuted) -> None:
     """Summarise a graph: size, compute, critical path, memory, colocation groups.
 
     \b
@@ -247,8 +248,9 @@ def info(graph: str, as_json: bool, top: int, fmt, signature, profile_steps, bat
     from .analysis import critical_path
     from .machine import single_device_peak
 
-    g = _load_graph(graph, fmt, make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile,
-                                                      keep_unexecuted))
+    with ctx.obj["progress"].stage(f"reading {graph}"):
+        g = _load_graph(graph, fmt, make_frontend_options(None, signature, profile_steps, batch_size, dims,
+                                                          device_profile, keep_unexecuted))
     cp_len, cp = critical_path(g)
     group_sizes = [len(m) for m in g.groups]
     group_pers = np.bincount(g.colocation[g.colocation >= 0], weights=g.persistent_bytes[g.colocation >= 0],
@@ -361,11 +363,13 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
               show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write an HTML report here: timeline, memory, communication (see `pardnn report`).")
 @frontend_options
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
               latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
-              memory_heuristic: str, capacity_search: bool, fmt, signature,
+              memory_heuristic: str, capacity_search: bool, report_path, fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -374,16 +378,19 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 
     \b
     Examples:
-      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 1.5GiB -o vgg.placement.json
+      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 2GiB -o vgg.placement.json
       pardnn partition graph.json --cluster cluster.json -o placement.json --place placement.place
+      pardnn partition sample_graphs/tf_resnet14.json.gz -k 4 --memory 32MiB -o r.json --report r.html
     """
     from .api import DEFAULT_METHOD, partition as run_partition
+    from .cli_report import check_report_path, write_placement_report
     from .errors import InfeasibleError
     from .placement import save_placement
 
     for out in (output, place_path):
         if out:
             refuse_overwrite(out, input_path, cluster_path)
+    check_report_path(report_path, input_path, cluster_path, output, place_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
@@ -405,6 +412,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     save_placement(plan, g, output)
     if place_path:
         save_placement(plan, g, place_path)
+    if report_path:
+        write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
     if as_json:
         _echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
                     "placement_seconds": seconds, **sched.predicted()})
@@ -412,7 +421,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         click.echo(_placement_table(g, cluster, sched, seconds=seconds,
                                     title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
                                           f"with {method}"))
-        click.echo(f"wrote {output}" + (f" and {place_path}" if place_path else ""))
+        click.echo(f"wrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p))
     if not sched.feasible:
         raise InfeasibleError("the placement written breaks the machine model's constraints: "
                               + sched.violations[0].message, short_bytes=sched.memory_shortfall())
@@ -433,7 +442,7 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
 
     \b
     Example:
-      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 1.5GiB --json
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB --json
     """
     from .machine import simulate as run_sim
     from .placement import load_placement
@@ -528,9 +537,11 @@ def _default_data_dir() -> Path | None:
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the tables as Markdown here "
               "(e.g. benchmarks/RESULTS.md).")
 @click.option("--tables/--no-tables", default=True, show_default=True, help="Print one table per case.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write the tables and plots as one HTML page here.")
 @click.pass_context
 def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthetic_sizes, max_nodes, scaling,
-          scaling_max_nodes, outdir, markdown, tables) -> None:
+          scaling_max_nodes, outdir, markdown, tables, report_path) -> None:
     """Run every placer on a suite of graphs and compare them with the machine model.
 
     Prints a table per case (makespan, feasibility, peak memory against
@@ -541,12 +552,16 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     Examples:
       pardnn bench                               # quick: samples + a 10k synthetic graph
       pardnn bench --suite full --markdown benchmarks/RESULTS.md
+      pardnn bench --suite samples --k 4 --report bench.html
     """
     import shlex
     import sys as _sys
 
     from . import bench as B
     from .api import DEFAULT_METHOD, all_methods
+    from .cli_report import check_report_path, write_bench_report
+
+    check_report_path(report_path)
 
     registry = all_methods()
     names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
@@ -569,18 +584,21 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
         click.echo(B.case_tables(result))
     click.echo(B.summary_table(result))
     paths = B.write_outputs(result, Path(outdir))
+    command = "pardnn " + " ".join(shlex.quote(a) for a in _sys.argv[1:]) if len(_sys.argv) > 2 else "pardnn bench"
     if markdown:
         from .fileio import atomic_write
-        command = "pardnn " + " ".join(shlex.quote(a) for a in _sys.argv[2:]) if len(_sys.argv) > 2 else \
-            "pardnn bench"
         atomic_write(markdown, B.markdown_report(result, command=command))
         paths.append(Path(markdown))
+    if report_path:
+        paths.append(write_bench_report(report_path, result, progress=ctx.obj["progress"], command=command))
     click.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
 from .cli_run import run_cmd  # noqa: E402  (pardnn run lives in its own module)
+from .cli_report import report_cmd  # noqa: E402  (pardnn report too)
 
 cli.add_command(run_cmd)
+cli.add_command(report_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -124,7 +124,7 @@ class Pipeline:
         for p in self.passes:
             t0 = time.perf_counter()
             try:
-                with progress.stage(f"pass {p.name}"):
+                with progress.stage(f"pass {p.name}", log_time=False):   # logged below, with the makespan
                     state = p(g, cluster, state)
                 if self.verify:
                     verify_state(g, cluster, state)

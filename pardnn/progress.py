@@ -39,8 +39,8 @@ class Progress:
                         dynamic_ncols=True)
 
     @contextmanager
-    def stage(self, desc: str) -> Iterator[None]:
-        """Announce a stage on stderr (on a terminal) and log its duration."""
+    def stage(self, desc: str, *, log_time: bool = True) -> Iterator[None]:
+        """Announce a stage on stderr (on a terminal) and log its duration (unless the caller logs its own)."""
         t0 = time.perf_counter()
         shown = self.enabled and sys.stderr.isatty()
         if shown:
@@ -53,4 +53,5 @@ class Progress:
             if shown:
                 sys.stderr.write("\033[2K\r")
                 sys.stderr.flush()
-            log.info("%s: %.2f s", desc, dt)
+            if log_time:
+                log.info("%s: %.2f s", desc, dt)

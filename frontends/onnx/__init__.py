@@ -55,6 +55,7 @@ in place. Inference models are all ``forward``.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure
@@ -96,6 +97,7 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
     if pm.measured:
         meta["shapes_measured"] = list(pm.measured)
     if opts.profile_steps > 0:
+        t0 = time.perf_counter()
         try:
             times = profile_times(_weights_loaded(pm), feeds_for(pm.model, pm.tensors), opts.profile_steps)
         except RuntimeFailure as exc:
@@ -105,6 +107,7 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
                     f"which this onnxruntime lacks ({exc}); omit --profile to use the roofline estimate") from None
             raise
         meta["cost_model"] = f"onnxruntime profile, {opts.profile_steps} runs, robust average (CPU provider)"
+        log.info("%s: profiled %d onnxruntime runs in %.2f s", pm.path, opts.profile_steps, time.perf_counter() - t0)
 
         def time_fn(node):
             flops = roofline_time_us(node, pm.tensors, device)[1]

@@ -1,0 +1,100 @@
+"""``pardnn report GRAPH PLACEMENT -o report.html``, and the ``--report`` file of partition and bench.
+
+The page itself is `pardnn.report`; this module parses flags, loads the
+inputs and writes the file. Registered on the main group at the end of
+`pardnn.cli`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .cli import _load_graph, build_cluster, cluster_options, frontend_options, make_frontend_options
+from .errors import InputError
+from .fileio import refuse_overwrite
+
+
+def check_report_path(path: str | None, *inputs: str | None) -> None:
+    """Fail early: the report needs matplotlib, and must not overwrite an input."""
+    if not path:
+        return
+    from .report.figures import require_matplotlib
+
+    require_matplotlib()
+    refuse_overwrite(path, *inputs)
+
+
+def write_placement_report(path: str, g, cluster, placement, schedule, *, progress, timings=None, measured=None,
+                           title=None) -> Path:
+    """Render the placement report and write it atomically to ``path``."""
+    from .report import render_report, save_report
+
+    with progress.stage(f"writing the report {path}"):
+        return save_report(render_report(g, cluster, placement, schedule, timings=timings, measured=measured,
+                                         title=title), path)
+
+
+def write_bench_report(path: str, result, *, progress, command: str | None = None) -> Path:
+    from .report import render_bench_report, save_report
+
+    with progress.stage(f"writing the report {path}"):
+        return save_report(render_bench_report(result, command=command), path)
+
+
+@click.command(name="report")
+@click.argument("graph", type=click.Path())
+@click.argument("placement", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the HTML report (one self-contained file).")
+@click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
+              help="A measured run (the JSON `pardnn run --json` prints) to put beside the prediction.")
+@click.option("--title", help="Page title (default: the graph's name and the device count).")
+@cluster_options
+@frontend_options
+@click.pass_context
+def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, measured_path: str | None,
+               title: str | None, cluster_path, devices, memory, speed, bandwidth, latency, device_prefix, fmt,
+               signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
+    """Write an HTML report of PLACEMENT on GRAPH: timeline, memory, communication.
+
+    The page holds a summary table (step time, speedup over one device, load
+    and peak memory per device, bytes moved, pass timings), a Gantt chart of
+    every device and link with the critical chain marked, memory over time
+    against each capacity with the largest tensors at each peak, and the
+    communication matrix. With --measured, predicted against measured step
+    time. Every figure comes from the machine model (`pardnn simulate`).
+    Without cluster flags the cluster is the placement's devices with
+    unlimited memory; give the flags used for partition to see capacities.
+    Needs matplotlib (pip install 'pardnn[bench]').
+
+    \b
+    Examples:
+      pardnn report sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB -o vgg.html
+      pardnn report model.onnx p.json --dim seq=16 --batch-size 2 --measured run.json -o run.html
+    """
+    from .machine import simulate
+    from .placement import load_placement
+    from .report import load_measured
+
+    check_report_path(output, graph, placement, cluster_path, measured_path)
+    progress = ctx.obj["progress"]
+    opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
+    with progress.stage(f"reading {graph}"):
+        g = _load_graph(graph, fmt, opts)
+    pl = load_placement(placement, g)
+    measured = load_measured(measured_path) if measured_path else None
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
+                            default_devices=pl.num_devices)
+    text_form = Path(placement).name.endswith((".place", ".place.gz"))
+    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
+        raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
+                         f"{cluster.num_devices}")
+    if all(x is None for x in (cluster_path, devices, speed)) and not text_form:
+        cluster = cluster.renamed(pl.devices)
+    with progress.stage(f"simulating {g.num_nodes:,} ops"):
+        sched = simulate(g, cluster, pl)
+    write_placement_report(output, g, cluster, pl, sched, progress=progress, measured=measured, title=title)
+    click.echo(f"wrote {output}: predicted step time {sched.makespan_us / 1000:.3f} ms on {cluster.num_devices} "
+               f"devices{'' if sched.feasible else ' (INFEASIBLE: ' + sched.violations[0].message + ')'}")

@@ -1,0 +1,128 @@
+"""A measured run (what ``pardnn run --json`` prints), read tolerantly for the report.
+
+Only ``measured_us`` is required. Everything else is optional, so runs from
+backends that report more (or less) still load:
+
+* ``predicted_us``, ``whole_model_us``, ``steps``, ``outputs_match``,
+  ``max_abs_diff``, ``cost_model``, ``backend``, ``devices``, ``samples_us``;
+* per-device measured time, from ``per_device`` (a list of objects with a
+  ``device`` index or ``name`` and one of ``measured_us`` / ``busy_us`` /
+  ``compute_us``, or a plain list of numbers, one per device), or else summed
+  from the ONNX backend's ``stages`` (``device``, ``device_name``,
+  ``compute_us``).
+
+>>> run = measured_from_dict({"measured_us": 900.0, "predicted_us": 1000.0,
+...                           "stages": [{"device": 0, "device_name": "a", "compute_us": 300},
+...                                      {"device": 1, "device_name": "b", "compute_us": 500},
+...                                      {"device": 0, "device_name": "a", "compute_us": 100}]})
+>>> [(d.index, d.name, d.measured_us) for d in run.devices]
+[(0, 'a', 400.0), (1, 'b', 500.0)]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..fileio import read_json
+
+_PER_DEVICE_TIME_KEYS = ("measured_us", "busy_us", "compute_us")
+
+
+@dataclass(frozen=True)
+class MeasuredDevice:
+    index: int | None
+    name: str
+    measured_us: float
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """The parts of a run report that the HTML report shows."""
+
+    source: str
+    measured_us: float
+    predicted_us: float | None = None
+    whole_model_us: float | None = None
+    steps: int | None = None
+    outputs_match: bool | None = None
+    max_abs_diff: float | None = None
+    cost_model: str | None = None
+    backend: str | None = None
+    devices: tuple[MeasuredDevice, ...] = ()
+    samples_us: tuple[float, ...] = ()
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+        return None
+    return float(x)
+
+
+def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
+    names = d.get("devices") if isinstance(d.get("devices"), list) else []
+    per = d.get("per_device")
+    out: dict[Any, list] = {}
+    if isinstance(per, list) and per:
+        for i, item in enumerate(per):
+            if isinstance(item, dict):
+                idx = item.get("device", item.get("index"))
+                idx = idx if isinstance(idx, int) and not isinstance(idx, bool) else None
+                name = item.get("name") or item.get("device_name")
+                t = next((_number(item[k]) for k in _PER_DEVICE_TIME_KEYS if _number(item.get(k)) is not None),
+                         None)
+            else:
+                idx, name, t = i, None, _number(item)
+            if t is None:
+                continue
+            if name is None and idx is not None and idx < len(names):
+                name = names[idx]
+            key = idx if idx is not None else str(name)
+            slot = out.setdefault(key, [idx, str(name if name is not None else key), 0.0])
+            slot[2] += t
+    elif isinstance(d.get("stages"), list):
+        for st in d["stages"]:
+            if not isinstance(st, dict):
+                continue
+            idx = st.get("device")
+            t = _number(st.get("compute_us"))
+            if not isinstance(idx, int) or isinstance(idx, bool) or t is None:
+                continue
+            name = st.get("device_name") or (names[idx] if idx < len(names) else f"device {idx}")
+            slot = out.setdefault(idx, [idx, str(name), 0.0])
+            slot[2] += t
+    rows = sorted(out.values(), key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0, r[1]))
+    return tuple(MeasuredDevice(r[0], r[1], r[2]) for r in rows)
+
+
+def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
+    """Read a ``pardnn run --json`` object; only ``measured_us`` is required."""
+    if not isinstance(d, dict):
+        raise InputError(f"{source}: expected a JSON object (the output of `pardnn run --json`), "
+                         f"got {type(d).__name__}")
+    measured = _number(d.get("measured_us"))
+    if measured is None:
+        raise InputError(f"{source}: no numeric \"measured_us\" field; is this the output of `pardnn run --json`?")
+    steps = d.get("steps")
+    match = d.get("outputs_match")
+    samples = d.get("samples_us")
+    return MeasuredRun(
+        source=source, measured_us=measured, predicted_us=_number(d.get("predicted_us")),
+        whole_model_us=_number(d.get("whole_model_us")),
+        steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None,
+        outputs_match=match if isinstance(match, bool) else None,
+        max_abs_diff=_number(d.get("max_abs_diff")),
+        cost_model=d.get("cost_model") if isinstance(d.get("cost_model"), str) else None,
+        backend=d.get("backend") if isinstance(d.get("backend"), str) else None,
+        devices=_per_device(d),
+        samples_us=tuple(x for x in (_number(v) for v in samples) if x is not None) if isinstance(samples, list)
+        else (),
+    )
+
+
+def load_measured(path: str | Path) -> MeasuredRun:
+    """`measured_from_dict` of a JSON file."""
+    return measured_from_dict(read_json(path), source=str(path))

@@ -1,0 +1,280 @@
+"""Assemble a placement's report page (`render_report`); `pardnn.report.bench_page` makes a benchmark's."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..analysis import phases
+from ..cluster import Cluster
+from ..ir import OpGraph
+from ..machine import Schedule, simulate
+from ..pipeline import PassTiming
+from ..placement import Placement
+from ..units import format_bytes, format_time
+from . import figures as F
+from .html import Cell, esc, page, para, png_img, section, table
+from .measured import MeasuredRun, measured_from_dict
+from .summary import Summary, comm_matrix, summarize, top_live
+
+TOP_TENSORS = 8
+TOP_WAITS = 10
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _cap_text(c: float) -> str:
+    return "unlimited" if not math.isfinite(c) else format_bytes(c)
+
+
+def _kv(rows: Sequence[tuple[str, Any, str | None, Any]]) -> str:
+    """A two-column table of ``(label, shown text, data-key, exact value)``."""
+    return table(None, [[Cell(label, cls="l", header=True), Cell(text, key=key, value=value, cls="l")]
+                            for label, text, key, value in rows], cls="kv")
+
+
+# ---------------------------------------------------------------------------
+# sections of the placement report
+# ---------------------------------------------------------------------------
+
+def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
+    K = cluster.num_devices
+    fastest = int(np.argmax(cluster.speed))
+    if summ.fits_one_device:
+        d = summ.single_device
+        speed_text = f"{summ.speedup:.2f}x"
+        one_text = f"{format_time(summ.serial_us)} on device {d} ({cluster.devices[d].name})"
+    else:
+        speed_text = (f"does not fit one device (the step needs {format_bytes(summ.single_device_peak_bytes)} on one "
+                      f"device; the largest holds {_cap_text(float(cluster.capacity.max()))})")
+        one_text = f"{format_time(summ.serial_us)} on device {fastest} if it had the memory"
+    rows = [
+        ("graph", summ.graph, "graph", None),
+        ("ops / edges", f"{summ.nodes:,} / {summ.edges:,}", "nodes", summ.nodes),
+        ("devices", f"{K}", "num_devices", K),
+    ]
+    if summ.method:
+        rows.append(("method", summ.method, "method", None))
+    rows += [
+        ("predicted step time (makespan)", format_time(summ.makespan_us), "makespan_us", summ.makespan_us),
+        ("one device", one_text, "serial_us", summ.serial_us),
+        ("speedup over one device", speed_text, "speedup", summ.speedup),
+        ("single-device peak memory", format_bytes(summ.single_device_peak_bytes), "single_device_peak_bytes",
+         summ.single_device_peak_bytes),
+        ("transfers", f"{summ.transfers:,}", "transfers", summ.transfers),
+        ("bytes moved", format_bytes(summ.bytes_moved), "bytes_moved", summ.bytes_moved),
+        ("feasible", "yes" if summ.feasible else "NO", "feasible", summ.feasible),
+    ]
+    parts = [_kv(rows)]
+    if summ.violations:
+        parts.append("<ul class=\"bad\">" + "".join(f"<li>{esc(v)}</li>" for v in summ.violations[:20]) + "</ul>")
+    dev_rows, classes = [], []
+    for d in summ.devices:
+        busy = d.compute_us / summ.makespan_us if summ.makespan_us > 0 else None
+        p = f"devices[{d.index}]."
+        dev_rows.append([
+            Cell(d.index, key=p + "index", value=d.index),
+            Cell(d.name, cls="name"),
+            Cell(f"{d.ops:,}", key=p + "ops", value=d.ops),
+            Cell(format_time(d.compute_us), key=p + "compute_us", value=d.compute_us),
+            Cell(_pct(busy)),
+            Cell(format_bytes(d.peak_bytes), key=p + "peak_bytes", value=d.peak_bytes),
+            Cell(_cap_text(d.capacity_bytes), key=p + "capacity_bytes",
+                 value=int(d.capacity_bytes) if math.isfinite(d.capacity_bytes) else "unlimited"),
+            Cell(_pct(d.use), cls="bad" if d.use is not None and d.use > 1 else None),
+            Cell(format_time(d.peak_time_us), key=p + "peak_time_us", value=d.peak_time_us),
+            Cell(format_bytes(d.persistent_bytes), key=p + "persistent_bytes", value=d.persistent_bytes),
+            Cell(f"{d.speed:g}"),
+        ])
+        classes.append("over" if d.use is not None and d.use > 1 else None)
+    parts.append("<h3>Per device</h3>")
+    parts.append(table(["#", Cell("device", cls="l", header=True), "ops", "compute load", "busy", "peak memory",
+                        "capacity", "peak / capacity", "peak at", "persistent", "speed"], dev_rows,
+                       row_classes=classes, attrs=' id="devices"'))
+    if summ.pass_timings:
+        total = sum(t.seconds for t in summ.pass_timings) or 1.0
+        rows_t = [[Cell(t.name, cls="l"), Cell(f"{t.seconds:.3f} s", key=f"pass.{t.name}.seconds", value=t.seconds),
+                   _pct(t.seconds / total), "-" if t.makespan_us is None else format_time(t.makespan_us)]
+                  for t in summ.pass_timings]
+        rows_t.append([Cell("total", cls="l"), f"{sum(t.seconds for t in summ.pass_timings):.3f} s", "", ""])
+        parts.append("<h3>Pass timings</h3>")
+        parts.append(table([Cell("pass", cls="l", header=True), "time", "share", "makespan after"], rows_t,
+                           attrs=' id="passes"'))
+    return section("summary", "Summary", *parts)
+
+
+def _chain_table(g: OpGraph, cluster: Cluster, s: Schedule, chain) -> str:
+    from ..passes.refine import DEVICE
+    if len(chain) == 0:
+        return ""
+    order = np.lexsort((np.arange(len(chain)), -chain.delay_us))[:TOP_WAITS]
+    rows = []
+    for i in order.tolist():
+        u, v = int(chain.src[i]), int(chain.dst[i])
+        if chain.kind[i] == DEVICE:
+            why = f"device {int(s.device[v])} to finish"
+        elif s.device[u] != s.device[v]:
+            why = f"input sent from device {int(s.device[u])} to {int(s.device[v])}"
+        else:
+            why = f"input on device {int(s.device[v])}"
+        rows.append([Cell(g.names[v], cls="name"), Cell(why, cls="l"), Cell(g.names[u], cls="name"),
+                     format_time(float(chain.delay_us[i])), format_time(float(s.start_us[v]))])
+    return ("<h3>Longest waits on the critical chain</h3>" +
+            table([Cell("op", cls="l", header=True), Cell("waited for", cls="l", header=True),
+                   Cell("op waited on", cls="l", header=True), "wait", "starts at"], rows))
+
+
+def _timeline_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
+    from ..passes.refine import DEVICE, critical_chain
+    chain = critical_chain(g, cluster, s)
+    marks = F.chain_marks(g, s, chain)
+    ph = phases(g)
+    png, notes = F.gantt_png(g, cluster, s, marks, ph)
+    on_chain = marks.ops
+    chain_compute = float((s.finish_us[on_chain] - s.start_us[on_chain]).sum()) if on_chain.size else 0.0
+    device_waits = int((chain.kind == DEVICE).sum()) if len(chain) else 0
+    text = (f"Each device's ops over one simulated step, coloured by "
+            f"{'training phase' if ph is not None else 'op (the graph records no phases)'}; below them, a lane per "
+            "device-to-device link carrying transfers. The black bars mark the critical chain: the chain of waits, "
+            "traced back from the op that finishes last, that set the step time "
+            f"({on_chain.size:,} ops, {len(marks.transfers):,} transfers, {device_waits:,} waits for a busy device; "
+            f"its ops compute for {format_time(chain_compute)} of the {format_time(float(s.makespan_us))} step). "
+            "Dashed lines are its hops between devices.")
+    parts = [para(text), png_img(png, "Gantt chart of each device's ops and each link's transfers", fig_id="gantt")]
+    parts += [para(n, "note") for n in notes]
+    parts.append(_chain_table(g, cluster, s, chain))
+    return section("timeline", "Timeline", *parts)
+
+
+def _memory_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
+    parts = [para("Memory in use on each device over the step (SPEC §1: persistent bytes, live outputs, received "
+                  "copies and the running op's scratch), against its capacity (dashed). The triangle marks the peak; "
+                  "the tables list the largest allocations alive at that instant."),
+             png_img(F.memory_png(cluster, s), "memory over time per device", fig_id="memory-plot")]
+    blocks = []
+    for d in range(cluster.num_devices):
+        items, n, total = top_live(g, s, d, TOP_TENSORS)
+        rows = [[Cell(it.name, cls="name"), Cell(it.kind, cls="l"), Cell(format_bytes(it.bytes), value=it.bytes),
+                 f"{format_time(it.alloc_us)} \u2013 {format_time(it.free_us)}"] for it in items]
+        rows.append([Cell("persistent (weights, optimizer state)", cls="l"), "", format_bytes(s.persistent_bytes[d]),
+                     "whole step"])
+        head = (f"{d}: {cluster.devices[d].name}: peak {format_bytes(s.peak_bytes[d])} at "
+                f"{format_time(float(s.peak_time_us[d]))}; {n:,} allocations live ({format_bytes(total)})")
+        blocks.append(f"<div><h3>{esc(head)}</h3>" + table([Cell("tensor", cls="l", header=True),
+                                                            Cell("kind", cls="l", header=True), "bytes", "alive"],
+                                                           rows) + "</div>")
+    parts.append("<div class=\"grid\">" + "".join(blocks) + "</div>")
+    return section("memory", "Memory", *parts)
+
+
+def _comm_section(cluster: Cluster, s: Schedule) -> str:
+    K = cluster.num_devices
+    nbytes, count = comm_matrix(s)
+    head = [Cell("from \\ to", cls="l", header=True)] + [str(c) for c in range(K)] + ["sent"]
+    rows = []
+    for a in range(K):
+        row: list[Any] = [Cell(f"{a}: {cluster.devices[a].name}", cls="l")]
+        for c in range(K):
+            if a == c:
+                row.append("")
+                continue
+            row.append(Cell(f"{format_bytes(nbytes[a, c])} / {count[a, c]:,}", key=f"comm[{a}][{c}]",
+                            value=f"{int(nbytes[a, c])}/{int(count[a, c])}"))
+        row.append(format_bytes(nbytes[a].sum()))
+        rows.append(row)
+    rows.append([Cell("received", cls="l")] + [format_bytes(nbytes[:, c].sum()) for c in range(K)] +
+                [format_bytes(nbytes.sum())])
+    parts = [para("Bytes and number of transfers from each device (rows) to each device (columns). A tensor "
+                  "crosses once per destination device, however many ops there read it."),
+             table(head, rows, attrs=' id="comm-matrix"')]
+    if K > 1:
+        parts.append(png_img(F.comm_png(cluster.names, nbytes, count), "communication matrix", fig_id="comm-plot"))
+    return section("communication", "Communication", *parts)
+
+
+def _measured_section(summ: Summary, run: MeasuredRun) -> str:
+    rows = [("measured step time", format_time(run.measured_us), "measured_us", run.measured_us),
+            ("predicted step time (this report)", format_time(summ.makespan_us), "predicted_us", summ.makespan_us)]
+    if run.predicted_us is not None and abs(run.predicted_us - summ.makespan_us) > 1e-3 * max(1.0, summ.makespan_us):
+        rows.append(("predicted at run time", format_time(run.predicted_us), "run_predicted_us", run.predicted_us))
+    ratio = run.measured_us / summ.makespan_us if summ.makespan_us > 0 else None
+    rows.append(("measured / predicted", "-" if ratio is None else f"{ratio:.3f}", "measured_over_predicted", ratio))
+    if run.whole_model_us is not None:
+        rows.append(("whole model in one session", format_time(run.whole_model_us), "whole_model_us",
+                     run.whole_model_us))
+    if run.steps is not None:
+        rows.append(("timed steps", str(run.steps), "steps", run.steps))
+    if run.outputs_match is not None:
+        rows.append(("outputs match the unplaced model", "yes" if run.outputs_match else "NO", "outputs_match",
+                     run.outputs_match))
+    if run.cost_model:
+        rows.append(("op costs of the prediction", run.cost_model, None, None))
+    parts = [para(f"From {run.source}."), _kv(rows)]
+    labels, pred, meas = ["step"], [summ.makespan_us], [run.measured_us]
+    if run.devices:
+        load = {d.index: d for d in summ.devices}
+        dev_rows = []
+        for md in run.devices:
+            p = load.get(md.index)
+            dev_rows.append([Cell(md.index if md.index is not None else "-"), Cell(md.name, cls="name"),
+                             "-" if p is None else format_time(p.compute_us),
+                             Cell(format_time(md.measured_us), key=f"measured[{md.index}]", value=md.measured_us),
+                             "-" if p is None or p.compute_us <= 0 else f"{md.measured_us / p.compute_us:.3f}"])
+            labels.append(f"device {md.index}" if md.index is not None else md.name)
+            pred.append(None if p is None else p.compute_us)
+            meas.append(md.measured_us)
+        parts.append("<h3>Per device: busy time</h3>")
+        parts.append(table(["#", Cell("device", cls="l", header=True), "predicted compute", "measured compute",
+                            "measured / predicted"], dev_rows, attrs=' id="measured-devices"'))
+    else:
+        parts.append(para("The run reports no per-device times.", "note"))
+    parts.append(png_img(F.measured_png(labels, pred, meas), "predicted against measured", fig_id="measured-plot"))
+    return section("measured", "Predicted against measured", *parts)
+
+
+# ---------------------------------------------------------------------------
+# the pages
+# ---------------------------------------------------------------------------
+
+def render_report(g: OpGraph, cluster: Cluster, placement: Placement | None, schedule: Schedule | None = None, *,
+                  timings: Sequence[PassTiming] | None = None, measured: MeasuredRun | dict | None = None,
+                  title: str | None = None) -> str:
+    """One self-contained HTML page showing a placement: summary, timeline, memory, communication.
+
+    ``schedule`` is the simulator's (it is simulated when None or computed
+    without memory). ``timings`` are the pipeline's pass timings (else those
+    the placement file recorded). ``measured`` is a `MeasuredRun`, or the
+    parsed JSON of ``pardnn run --json``. Needs matplotlib
+    (`MissingDependencyError` otherwise).
+    """
+    F.require_matplotlib()
+    if schedule is None or not schedule.memory_checked or schedule.graph is None:
+        if placement is None and schedule is None:
+            raise ValueError("render_report needs a placement or a schedule")
+        schedule = simulate(g, cluster, placement if placement is not None else schedule.device)
+    if isinstance(measured, dict):
+        measured = measured_from_dict(measured)
+    summ = summarize(g, cluster, schedule, placement=placement, timings=timings)
+    title = title or f"{g.name} on {cluster.num_devices} devices"
+    subtitle = (f"pardnn {__version__} placement report: {g.num_nodes:,} ops on {cluster.num_devices} devices, "
+                f"predicted step time {format_time(summ.makespan_us)}. Every figure comes from the machine model "
+                "(docs/machine-model.md).")
+    sections = [("summary", "Summary", _summary_section(g, cluster, summ)),
+                ("timeline", "Timeline", _timeline_section(g, cluster, schedule)),
+                ("memory", "Memory", _memory_section(g, cluster, schedule)),
+                ("communication", "Communication", _comm_section(cluster, schedule))]
+    if measured is not None:
+        sections.append(("measured", "Predicted vs measured", _measured_section(summ, measured)))
+    return page(title, subtitle, sections)
+
+
+def save_report(html: str, path: str | Path) -> Path:
+    """Write the page atomically."""
+    from ..fileio import atomic_write
+    return atomic_write(path, html)

@@ -1,0 +1,111 @@
+"""`pardnn report`, `partition --report` and `bench --report` from the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("matplotlib")
+
+from pardnn.cli import cli  # noqa: E402
+from pardnn.errors import EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT  # noqa: E402
+
+from .conftest import SAMPLES  # noqa: E402
+from .test_report import Page, assert_self_contained  # noqa: E402
+
+GNMT = SAMPLES / "pipedream_gnmt.json.gz"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def test_partition_report_then_report_command_agree(tmp_path):
+    p, r1, r2 = tmp_path / "p.json", tmp_path / "a.html", tmp_path / "b.html"
+    r = run("partition", GNMT, "-k", 3, "--memory", "1GiB", "-o", p, "--report", r1)
+    assert r.exit_code == 0, r.output
+    assert f"and {r1}" in r.stdout
+    placement = json.loads(p.read_text())
+    page1 = Page(r1.read_text())
+    assert_self_contained(r1.read_text(), page1)
+    assert float(page1.values["makespan_us"]) == pytest.approx(placement["predicted"]["makespan_us"], abs=1e-6)
+    assert [int(page1.values[f"devices[{d}].peak_bytes"]) for d in range(3)] == placement["predicted"]["peak_bytes"]
+    assert "pass.slice.seconds" in page1.values        # the pass timings of this run
+    r = run("report", GNMT, p, "--memory", "1GiB", "-o", r2)
+    assert r.exit_code == 0, r.output
+    page2 = Page(r2.read_text())
+    assert page2.values["makespan_us"] == page1.values["makespan_us"]
+    assert page2.values["devices[2].capacity_bytes"] == str(2 ** 30)
+    assert float(page2.values["pass.slice.seconds"]) == placement["pass_seconds"]["slice"]   # from the file
+
+
+def test_report_with_a_measured_run(tmp_path):
+    p, out, m = tmp_path / "p.json", tmp_path / "r.html", tmp_path / "run.json"
+    assert run("partition", GNMT, "-k", 2, "--method", "m-topo", "-o", p).exit_code == 0
+    m.write_text(json.dumps({"measured_us": 123456.0, "predicted_us": 1.0, "steps": 3,
+                             "stages": [{"device": 1, "device_name": "/device:GPU:1", "compute_us": 777.0}]}))
+    r = run("report", GNMT, p, "--measured", m, "-o", out, "--title", "GNMT run")
+    assert r.exit_code == 0, r.output
+    page = Page(out.read_text())
+    assert page.sections[-1] == "measured"
+    assert float(page.values["measured_us"]) == 123456.0 and float(page.values["measured[1]"]) == 777.0
+    assert float(page.values["run_predicted_us"]) == 1.0      # differs from this report's prediction: shown too
+    assert "<title>GNMT run</title>" in out.read_text()
+
+
+def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
+    p = tmp_path / "p.json"
+    assert run("partition", GNMT, "-k", 2, "-o", p).exit_code == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"predicted_us": 1}')
+    r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
+    assert r.exit_code == EXIT_INPUT and "measured_us" in r.stderr and r.stderr.count("\n") == 1
+    r = run("report", GNMT, p, "-o", p)
+    assert r.exit_code == EXIT_INPUT and "refusing to overwrite" in r.stderr
+    r = run("report", GNMT, p, "--devices", 3, "-o", tmp_path / "r.html")
+    assert r.exit_code == EXIT_INPUT and "is for 2 devices but the cluster has 3" in r.stderr
+    assert not (tmp_path / "r.html").exists()
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    r = run("partition", GNMT, "-k", 2, "-o", tmp_path / "q.json", "--report", tmp_path / "q.html")
+    assert r.exit_code == EXIT_DEPENDENCY and "matplotlib" in r.stderr
+    assert not (tmp_path / "q.json").exists()           # failed before placing anything
+
+
+def test_infeasible_placement_still_gets_its_report(tmp_path):
+    out, rep = tmp_path / "p.json", tmp_path / "r.html"
+    r = run("partition", GNMT, "-k", 2, "--memory", "500MiB", "--method", "m-topo", "--allow-infeasible",
+            "-o", out, "--report", rep)
+    assert r.exit_code == EXIT_INFEASIBLE, r.output
+    page = Page(rep.read_text())
+    assert page.values["feasible"] == "false" and "bytes short" in rep.read_text()
+
+
+def test_bench_report(tmp_path):
+    rep = tmp_path / "bench.html"
+    r = run("bench", "--suite", "samples", "--max-nodes", 100, "--k", 2, "--regimes", "loose", "--no-scaling",
+            "--methods", "pardnn,m-topo", "--no-tables", "-o", tmp_path / "out", "--report", rep)
+    assert r.exit_code == 0, r.output
+    text = rep.read_text()
+    page = Page(text)
+    assert_self_contained(text, page)
+    assert page.sections[:3] == ["summary", "makespans", "cases"] and "makespan-plot" in page.images
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    assert rows and all(r["graph"] == "pipedream_gnmt" for r in rows)
+    for row in rows:
+        assert float(page.values[f"pipedream_gnmt|2|loose|{row['method']}"]) == row["makespan_us"]
+
+
+def test_quiet_silences_and_verbose_shows_stage_timings(tmp_path):
+    p = tmp_path / "p.json"
+    r = run("-v", "partition", GNMT, "-k", 2, "-o", p, "--report", tmp_path / "a.html")
+    assert r.exit_code == 0
+    err = r.stderr
+    assert "pardnn: reading" in err and "pardnn: writing the report" in err
+    assert err.count("pass slice") == 1          # one line per pass (with its makespan), not two
+    r = run("-q", "report", GNMT, p, "-o", tmp_path / "b.html")
+    assert r.exit_code == 0 and r.stderr == ""
+    r = run("-v", "info", GNMT)
+    assert "pardnn: reading" in r.stderr
