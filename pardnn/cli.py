@@ -571,9 +571,11 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     click.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
-from .cli_run import run_cmd  # noqa: E402  (pardnn run lives in its own module)
+from .cli_run import rewrite_cmd, run_cmd, serve_cmd  # noqa: E402  (run, rewrite, serve live in their own module)
 
 cli.add_command(run_cmd)
+cli.add_command(rewrite_cmd)
+cli.add_command(serve_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
