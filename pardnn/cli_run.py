@@ -62,12 +62,13 @@ def _tf_table(r) -> str:
         f"(max |difference| {r.max_variable_diff:.3g})",
         f"transfers            simulated {r.simulated_transfers} ({r.simulated_feed_transfers} from feeds)",
         f"_Send/_Recv pairs    {sr.pairs}: {sr.data} data, {sr.feed} feed, {sr.fetch} fetch, {sr.control} control"
-        + (f", {sr.other} other" if sr.other else ""),
+        + (f", {sr.forward} forwarded within a task" if sr.forward else "") + (f", {sr.other} other" if sr.other else ""),
         f"data transfers       {sr.data - r.transfers_only_tf} in both, {r.transfers_only_tf} only in TensorFlow, "
         f"{r.transfers_only_simulated} only in the simulator (feeds aside)",
     ]
     if r.losses:
-        lines.append("losses               " + " ".join(f"{x:.6g}" for x in r.losses))
+        lines.append("losses               " + " ".join(f"{x:.6g}" for x in r.losses)
+                     + ("" if r.finite else "  (NOT finite)"))
     if r.host_ops or r.regrouped:
         lines.append(f"host ops             {r.host_ops} on the CPU of device 0's task; {r.regrouped} op(s) moved to "
                      "keep colocation groups whole")
@@ -181,6 +182,9 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         if write_path:
             click.echo(f"wrote {write_path}")
     if kind in TF_FORMATS:
+        if not report.finite:
+            raise RuntimeFailure("the step's outputs are not finite (NaN or inf), so matching the single-device "
+                                 "run proves nothing; check the model, its inputs and its starting values")
         if not (report.outputs_match and report.variables_match):
             raise RuntimeFailure(f"the placed step's results differ from the single-device run's (outputs "
                                  f"{report.max_output_diff:.3g}, variables {report.max_variable_diff:.3g}; "

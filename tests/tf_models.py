@@ -79,11 +79,13 @@ def save_train_savedmodel(tf, keras, path: Path, *, batch: int | None = 8) -> Pa
 
 def transformer(keras, batch: int = 4, seq: int = 8, vocab: int = 64, d_model: int = 16, heads: int = 2,
                 ff: int = 32, classes: int = 4):
-    """A one-block Transformer encoder classifier (embeddings, attention, dropout, layer norms, feed-forward)."""
+    """A one-block Transformer encoder classifier (token and position embeddings, attention, dropout, layer
+    norms, feed-forward). The position indices are a constant the traced step captures."""
     keras.utils.set_random_seed(0)
     L = keras.layers
     tokens = keras.Input((seq,), dtype="int32", name="tokens")
     x = L.Embedding(vocab, d_model, name="embed")(tokens)
+    x = x + L.Embedding(seq, d_model, name="pos_embed")(keras.ops.arange(seq))
     att = L.MultiHeadAttention(heads, d_model // heads, name="attention")(x, x)
     x = L.LayerNormalization(name="norm1")(x + L.Dropout(0.1, name="drop1")(att))
     h = L.Dense(ff, activation="gelu", name="ff1")(x)

@@ -18,6 +18,9 @@ Pure functions over the protos in a ``RunMetadata`` (no TensorFlow import):
   - **fetch**: a result sent back to the client's device;
   - **control**: a control edge across devices (TensorFlow sends a dummy
     tensor; the machine model charges latency only);
+  - **forward**: in a distributed session, a hop that carries a tensor from
+    the task that received it on to the device that uses it (see
+    `count_send_recv`);
 
   client-terminated pairs (feeds and fetches of a distributed session) are not
   device-to-device pairs and are not counted.
@@ -81,17 +84,18 @@ class SendRecvCount:
     feed: int
     fetch: int
     control: int
+    forward: int
     other: int
     data_tensors: tuple[tuple[str, int, str], ...]
     """``(producer, port, receiving device)`` of every data pair."""
 
     @property
     def pairs(self) -> int:
-        return self.data + self.feed + self.fetch + self.control + self.other
+        return self.data + self.feed + self.fetch + self.control + self.forward + self.other
 
     def to_dict(self) -> dict[str, int]:
         return {"pairs": self.pairs, "data": self.data, "feed": self.feed, "fetch": self.fetch,
-                "control": self.control, "other": self.other}
+                "control": self.control, "forward": self.forward, "other": self.other}
 
 
 def _ref(text: str) -> tuple[str, int]:
@@ -111,10 +115,18 @@ def _key(node) -> tuple[str, str, str]:
     return (a["tensor_name"].s.decode(), a["send_device"].s.decode(), a["recv_device"].s.decode())
 
 
-def count_send_recv(partition_graphs: Iterable, graph_names: set[str] | frozenset[str]) -> SendRecvCount:
-    """Class every device-to-device ``_Send``/``_Recv`` pair of the partition graphs."""
-    sends = []
-    recv_consumers: dict[tuple[str, str, str], list] = {}
+def count_send_recv(partition_graphs, graph_names: set[str] | frozenset[str]) -> SendRecvCount:
+    """Class every device-to-device ``_Send``/``_Recv`` pair of the partition graphs.
+
+    A distributed session partitions twice, by task and then by device, so a
+    tensor may reach its consumer's device in two hops: to the receiving
+    task, then on to the device. A hop whose receiver only passes the tensor
+    on is a **forward**; the data pair counted is the one that delivers it,
+    keyed by the original producer.
+    """
+    sends: dict[tuple[str, str, str], tuple] = {}
+    recvs: dict[str, tuple] = {}          # recv node name -> (key, consumers)
+    recv_of_key: dict[tuple[str, str, str], tuple] = {}
     for pg in partition_graphs:
         by_name = {n.name: n for n in pg.node}
         consumers: dict[str, list] = defaultdict(list)
@@ -126,23 +138,43 @@ def count_send_recv(partition_graphs: Iterable, graph_names: set[str] | frozense
                 continue
             if n.op in SEND_OPS and n.input:
                 src, port = _ref(n.input[0])
-                sends.append((_key(n), by_name.get(src), src, port))
+                sends[_key(n)] = (by_name.get(src), src, port)
             elif n.op in RECV_OPS:
-                recv_consumers[_key(n)] = consumers.get(n.name, [])
-    counts = dict(data=0, feed=0, fetch=0, control=0, other=0)
-    tensors = []
-    for key, src_node, src, port in sends:
+                recvs[n.name] = (_key(n), consumers.get(n.name, []))
+                recv_of_key[_key(n)] = recvs[n.name]
+
+    def origin(key, depth=0):
+        """``("feed", name)``, ``("tensor", node, port)`` or ``("other", node)`` for what a pair carries."""
+        src_node, src, port = sends[key]
         if src_node is not None and (src_node.op == "_Arg" or (src_node.op in RECV_OPS and
                                                                 _client_terminated(src_node))):
+            return ("feed", src)
+        if src_node is not None and src_node.op in RECV_OPS and src in recvs and depth < 16:
+            upstream = recvs[src][0]
+            if upstream in sends:
+                return origin(upstream, depth + 1)
+        if src in graph_names:
+            return ("tensor", src, port)
+        if src_node is not None and src_node.op == "Const":   # the dummy tensor of a control edge
+            return ("control", src)
+        return ("other", src)
+
+    counts = dict(data=0, feed=0, fetch=0, control=0, forward=0, other=0)
+    tensors = set()
+    for key in sends:
+        users = recv_of_key.get(key, (None, []))[1]
+        what = origin(key)
+        if users and all(u.op in SEND_OPS and not _client_terminated(u) for u in users):
+            counts["forward"] += 1
+        elif what[0] == "feed":
             counts["feed"] += 1
-        elif src in graph_names:
-            users = recv_consumers.get(key, [])
+        elif what[0] == "tensor":
             if users and all(u.op == "_Retval" or (u.op in SEND_OPS and _client_terminated(u)) for u in users):
                 counts["fetch"] += 1
             else:
                 counts["data"] += 1
-                tensors.append((src, port, key[2]))
-        elif src_node is not None and src_node.op == "Const":   # the dummy tensor of a control edge
+                tensors.add((what[1], what[2], key[2]))
+        elif what[0] == "control":
             counts["control"] += 1
         else:
             counts["other"] += 1

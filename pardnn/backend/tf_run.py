@@ -258,8 +258,9 @@ def max_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, rtol: fl
         if x.shape != y.shape:
             return False, float("inf")
         if x.dtype.kind in "fc":
-            if x.size:
-                worst = max(worst, float(np.nanmax(np.abs(x.astype(np.float64) - y.astype(np.float64)))))
+            both = np.isfinite(x) & np.isfinite(y)
+            if both.any():
+                worst = max(worst, float(np.max(np.abs(x[both].astype(np.float64) - y[both].astype(np.float64)))))
             ok &= bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
         elif not np.array_equal(x, y):
             ok, worst = False, float("inf")
@@ -305,6 +306,8 @@ class TFRunReport:
     losses: tuple[float, ...] = ()
     reference_losses: tuple[float, ...] = ()
     soft_placement: bool = False
+    finite: bool = True
+    """Every fetched value of every step is finite (NaN or inf in both runs would "match" and prove nothing)."""
     samples_us: tuple[float, ...] = field(default=(), repr=False)
     cost_model: str = ""
 
@@ -312,7 +315,7 @@ class TFRunReport:
     def ok(self) -> bool:
         """Same results as one device, and (without soft placement) every op where it was placed."""
         placed_ok = self.soft_placement or not self.placement_check.moved
-        return self.outputs_match and self.variables_match and placed_ok
+        return self.outputs_match and self.variables_match and placed_ok and self.finite
 
     def to_dict(self) -> dict[str, Any]:
         pc = self.placement_check
@@ -336,8 +339,14 @@ class TFRunReport:
             "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
             "variables_compared": self.variables_compared,
             "losses": list(self.losses), "reference_losses": list(self.reference_losses),
-            "soft_placement": self.soft_placement, "ok": self.ok,
+            "finite": self.finite, "soft_placement": self.soft_placement, "ok": self.ok,
         }
+
+
+def all_finite(outputs: Sequence[Sequence[np.ndarray]]) -> bool:
+    """Whether every fetched floating-point value of every step is finite."""
+    return all(np.isfinite(np.asarray(v)).all() for step in outputs for v in step
+               if np.asarray(v).dtype.kind in "fc")
 
 
 def _scalars(outputs: Sequence[Sequence[np.ndarray]]) -> tuple[float, ...]:
@@ -438,4 +447,4 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim),
         outputs_match=outputs_ok, max_output_diff=out_diff, variables_match=vars_ok, max_variable_diff=var_diff,
         variables_compared=len(names), losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),
-        soft_placement=soft_placement, samples_us=run.step_us, cost_model=str(g.meta.get("costs", "")))
+        soft_placement=soft_placement, finite=all_finite(run.outputs), samples_us=run.step_us, cost_model=str(g.meta.get("costs", "")))

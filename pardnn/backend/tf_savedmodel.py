@@ -23,6 +23,7 @@ Load it in a session that has the devices::
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -90,6 +91,9 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     staging = tmp / "model"
+    tf_log = tf.get_logger()
+    level = tf_log.level
+    tf_log.setLevel(logging.ERROR)   # the TF1 SavedModel builder's deprecation notices
     try:
         with tf.compat.v1.Session(graph=graph, config=config) as sess:
             if init_ops:
@@ -108,6 +112,7 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     except tf.errors.OpError as exc:
         raise RuntimeFailure(f"{out}: writing the placed SavedModel failed: {_first_line(exc)}") from None
     finally:
+        tf_log.setLevel(level)
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 
