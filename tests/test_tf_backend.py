@@ -379,6 +379,12 @@ def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
     assert summary["devices"] == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+    res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
+                                   str(tmp_path / "tasks.pbtxt"), "--tasks", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["devices"] == ["/job:worker/replica:0/task:0/device:CPU:0",
+                                                 "/job:worker/replica:0/task:0/device:CPU:1",
+                                                 "/job:worker/replica:0/task:1/device:CPU:0"]
     local = tf_run.run_placed(imp, pl, steps=1)
     batch = tf_run.feed_values(imp.model, None)
     config = tf.compat.v1.ConfigProto(device_count={"CPU": 3}, allow_soft_placement=False)

@@ -150,9 +150,10 @@ class StepProgram:
 def starting_values(model: TFModel, batch_size: int | None = None) -> dict[str, np.ndarray]:
     """Every variable's starting value: the model's where known, else a deterministic draw.
 
-    Draws (normal, scale 0.05, for floating point; zeros otherwise) go in the
-    GraphDef's order from one seeded generator, so two programs of the same
-    model start alike.
+    Floating-point draws are positive (``|normal| * 0.05``), so that a drawn
+    learning rate, variance or scale is a valid one and a training step stays
+    finite; other dtypes are zeros. Draws go in the GraphDef's order from one
+    seeded generator, so two programs of the same model start alike.
     """
     known = dict(model.variable_values() if model.variable_values else {})
     rng = np.random.default_rng(0)
@@ -166,6 +167,8 @@ def starting_values(model: TFModel, batch_size: int | None = None) -> dict[str, 
             shape = tf.TensorShape(node.attr["shape"].shape)
             dims = tuple(shape.as_list()) if shape.rank is not None else None
             value = _draw(rng, dtype, _concrete(dims, batch_size, f"{model.source}: variable {node.name!r}"))
+            if dtype.is_floating:
+                value = np.abs(value)
         out[node.name] = np.asarray(value)
     return out
 
