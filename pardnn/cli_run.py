@@ -62,7 +62,8 @@ def _tf_table(r) -> str:
         f"(max |difference| {r.max_variable_diff:.3g})",
         f"transfers            simulated {r.simulated_transfers} ({r.simulated_feed_transfers} from feeds)",
         f"_Send/_Recv pairs    {sr.pairs}: {sr.data} data, {sr.feed} feed, {sr.fetch} fetch, {sr.control} control"
-        + (f", {sr.forward} forwarded within a task" if sr.forward else "") + (f", {sr.other} other" if sr.other else ""),
+        + (f", {sr.forward} forwarded within a task" if sr.forward else "")
+        + (f", {sr.other} other" if sr.other else ""),
         f"data transfers       {sr.data - r.transfers_only_tf} in both, {r.transfers_only_tf} only in TensorFlow, "
         f"{r.transfers_only_simulated} only in the simulator (feeds aside)",
     ]

@@ -17,7 +17,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -169,7 +168,8 @@ def test_the_check_sees_ops_that_moved():
     pl = scattered(g, 4)
     devices = map_devices(pl.devices, LocalTarget("cpu"))
     a = assign_devices(g, pl, devices)
-    program = tf_run.build_program(imp.model, placed_graph_def(imp.model.graph_def, a), tf_run.starting_values(imp.model))
+    program = tf_run.build_program(imp.model, placed_graph_def(imp.model.graph_def, a),
+                                   tf_run.starting_values(imp.model))
     run = tf_run.run_program(program, dict(imp.model.feed_values), steps=1,
                              config=tf_run.session_config(cpus=2, soft_placement=True))
     check = check_step_stats(run.metadata.step_stats, a.device)
@@ -352,11 +352,10 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
                               "-o", str(placement)])
     assert res.exit_code == 0, res.output
     out = tmp_path / "placed.pbtxt"
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel), str(placement),
-                           "--steps", "2", "--json", "--write", str(out)], capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel),
+           str(placement), "--steps", "2", "--json", "--write", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert time.perf_counter() - t0 < 300
     report = json.loads(proc.stdout)
     assert report["backend"] == "tensorflow" and report["mode"] == "cpu" and report["ok"]
     assert report["ops_moved"] == 0 and report["outputs_match"] and report["variables_match"]

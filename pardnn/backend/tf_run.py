@@ -213,8 +213,6 @@ class StepRun:
     """``RunMetadata`` of the traced step."""
     variables: Mapping[str, np.ndarray]
     """Every variable after the last step."""
-    devices: tuple[str, ...] = ()
-    """The session's devices."""
 
 
 def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps: int, target: str = "",
@@ -227,7 +225,6 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
     meta = tf.compat.v1.RunMetadata()
     try:
         with tf.compat.v1.Session(target, graph=program.graph, config=config) as sess:
-            devices = tuple(d.name for d in sess.list_devices())
             if program.init_ops:
                 sess.run(list(program.init_ops), feed_dict=dict(program.init_feeds))
             outputs.append(tuple(sess.run(run_list, feed_dict=feed)[0]))
@@ -245,7 +242,7 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
         raise op_failure(exc, what) from None
     except ValueError as exc:   # a malformed feed
         raise RuntimeFailure(f"{what}: {_first_line(exc)}") from None
-    return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)), devices)
+    return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)))
 
 
 # ---------------------------------------------------------------------------
@@ -450,4 +447,5 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim),
         outputs_match=outputs_ok, max_output_diff=out_diff, variables_match=vars_ok, max_variable_diff=var_diff,
         variables_compared=len(names), losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),
-        soft_placement=soft_placement, finite=all_finite(run.outputs), samples_us=run.step_us, cost_model=str(g.meta.get("costs", "")))
+        soft_placement=soft_placement, finite=all_finite(run.outputs), samples_us=run.step_us,
+        cost_model=str(g.meta.get("costs", "")))

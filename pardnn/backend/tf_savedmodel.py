@@ -33,48 +33,33 @@ from typing import Mapping
 import numpy as np
 
 from frontends.tensorflow._tf import tf
-from frontends.tensorflow.colocation import VARIABLE_OPS
 from frontends.tensorflow.model import TFModel, split_tensor_name
-from frontends.tensorflow.shapes import import_graph
 
 from ..errors import InputError, RuntimeFailure
 from .tf_devices import devices_needed
 from .tf_rewrite import write_graph_def
-from .tf_run import _first_line, session_config
+from .tf_run import _first_line, build_program, session_config
 
 SIGNATURE = "train_step"
 TAGS = ("train",)
 
 
 def _graph_with_saver(model: TFModel, placed_gd, values: Mapping[str, np.ndarray]):
-    graph = import_graph(placed_gd, where=model.source or model.name)
-    init_ops, init_feeds, reads = [], {}, {}
+    """The placed step (`tf_run.build_program`), its signature's tensors, and a saver of its variables."""
+    program = build_program(model, placed_gd, values)
+    graph = program.graph
     with graph.as_default():
-        for op in graph.get_operations():
-            if op.type not in VARIABLE_OPS:
-                continue
-            value = values[op.name]
-            with tf.device(op.device):
-                ph = tf.compat.v1.placeholder(tf.dtypes.as_dtype(op.get_attr("dtype")), shape=value.shape,
-                                              name=f"pardnn_init/{op.name}")
-                if op.outputs[0].dtype == tf.resource:
-                    init_ops.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=ph))
-                    reads[op.name] = tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=ph.dtype,
-                                                               name=f"pardnn_read/{op.name}")
-                else:
-                    init_ops.append(tf.raw_ops.Assign(ref=op.outputs[0], value=ph, validate_shape=False))
-                    reads[op.name] = op.outputs[0]
-            init_feeds[ph] = value
-        targets = [graph.get_operation_by_name(t) for t in model.targets]
         outputs = {}
         for i, name in enumerate(model.fetches):
             t = graph.get_tensor_by_name(name)
-            with tf.device(t.op.device), tf.control_dependencies(targets):
+            with tf.device(t.op.device), tf.control_dependencies(list(program.targets)):
                 key = split_tensor_name(name)[0].replace("/", "_") if len(model.fetches) > 1 else "output"
                 outputs[key] = tf.identity(t, name=f"pardnn_step/output_{i}")
         inputs = {f.node: graph.get_tensor_by_name(f.name) for f in model.feeds}
-        saver = tf.compat.v1.train.Saver(var_list=reads, sharded=False, allow_empty=True) if reads else None
-    return graph, init_ops, init_feeds, inputs, outputs, saver
+        # the saver takes a resource variable's read, and a reference variable itself
+        saved = {n: (t if t.op.type == "ReadVariableOp" else t.op.inputs[0]) for n, t in program.reads.items()}
+        saver = tf.compat.v1.train.Saver(var_list=saved, sharded=False, allow_empty=True) if saved else None
+    return graph, list(program.init_ops), dict(program.init_feeds), inputs, outputs, saver
 
 
 def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.ndarray], out_dir: str | Path
