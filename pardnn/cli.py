@@ -594,10 +594,12 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     click.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
-from .cli_run import run_cmd  # noqa: E402  (pardnn run lives in its own module)
-from .cli_report import report_cmd  # noqa: E402  (pardnn report too)
+from .cli_report import report_cmd  # noqa: E402  (pardnn report lives in its own module)
+from .cli_run import rewrite_cmd, run_cmd, serve_cmd  # noqa: E402  (run, rewrite, serve too)
 
 cli.add_command(run_cmd)
+cli.add_command(rewrite_cmd)
+cli.add_command(serve_cmd)
 cli.add_command(report_cmd)
 
 

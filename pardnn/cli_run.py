@@ -1,9 +1,11 @@
-"""``pardnn run MODEL PLACEMENT``: run a placed model on the cluster's devices and check it.
+"""``pardnn run``, ``pardnn rewrite`` and ``pardnn serve``: run a placed model on real devices and check it.
 
-The command dispatches on the model's format (`pardnn.inputs.detect_format`):
-ONNX models go to `pardnn.backend.onnx_pipeline`; a format without a backend
-yet is a one-line error. Registered on the main group at the end of
-`pardnn.cli`.
+``pardnn run`` dispatches on the model's format (`pardnn.inputs.detect_format`):
+ONNX models go to `pardnn.backend.onnx_pipeline`, TensorFlow SavedModels and
+GraphDefs to `pardnn.backend.tf_backend`; a format without a backend is a
+one-line error. ``pardnn rewrite`` writes a TensorFlow model with the
+placement's devices; ``pardnn serve`` runs one task of a TensorFlow cluster.
+Registered on the main group at the end of `pardnn.cli`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import click
 
 from .cli import build_cluster, cluster_options, frontend_options, make_frontend_options
 from .errors import InputError, RuntimeFailure
+from .fileio import refuse_overwrite
 from .units import format_time
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
-RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline"}
+RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
+            "graphdef": "pardnn.backend.tf_backend"}
+TF_FORMATS = ("savedmodel", "graphdef")
 
 
 def _table(report) -> str:
@@ -37,6 +42,46 @@ def _table(report) -> str:
     return "\n".join(lines)
 
 
+_MODES = {"cpu": "logical CPU devices", "gpu": "GPUs", "cluster": "a TensorFlow cluster"}
+
+
+def _tf_table(r) -> str:
+    """The TensorFlow run's summary (a `pardnn.backend.tf_run.TFRunReport`)."""
+    pc, sr = r.placement_check, r.send_recv
+    where = f" at {r.session_target}" if r.session_target else ""
+    lines = [
+        f"{r.graph}: {sum(r.ops_per_device)} ops on {len(r.devices)} devices ({_MODES.get(r.mode, r.mode)}{where}); "
+        f"costs: {r.cost_model or 'unknown'}",
+        f"predicted step time  {format_time(r.predicted_us)}  (machine model)",
+        f"measured step time   {format_time(r.measured_us)}  (median of {len(r.samples_us)} steps; "
+        f"every op on device 0: {format_time(r.reference_us)})",
+        f"ops where placed     {'yes' if not pc.moved else 'NO'}: {pc.checked - len({m[0] for m in pc.moved})} of "
+        f"{pc.checked} traced ops ({len({m[0] for m in pc.moved})} moved; {pc.untraced} never traced)",
+        f"results match        {'yes' if r.outputs_match and r.variables_match else 'NO'}: {r.steps} steps' outputs "
+        f"(max |difference| {r.max_output_diff:.3g}), {r.variables_compared} variables after them "
+        f"(max |difference| {r.max_variable_diff:.3g})",
+        f"transfers            simulated {r.simulated_transfers} ({r.simulated_feed_transfers} from feeds)",
+        f"_Send/_Recv pairs    {sr.pairs}: {sr.data} data, {sr.feed} feed, {sr.fetch} fetch, {sr.control} control"
+        + (f", {sr.forward} forwarded within a task" if sr.forward else "")
+        + (f", {sr.other} other" if sr.other else ""),
+        f"data transfers       {sr.data - r.transfers_only_tf} in both, {r.transfers_only_tf} only in TensorFlow, "
+        f"{r.transfers_only_simulated} only in the simulator (feeds aside)",
+    ]
+    if r.losses:
+        lines.append("losses               " + " ".join(f"{x:.6g}" for x in r.losses)
+                     + ("" if r.finite else "  (NOT finite)"))
+    if r.host_ops or r.regrouped:
+        lines.append(f"host ops             {r.host_ops} on the CPU of device 0's task; {r.regrouped} op(s) moved to "
+                     "keep colocation groups whole")
+    w = max(len("device"), *(len(d) for d in r.devices))
+    lines.append(f"{'device':<{w}}  {'ops':>6}")
+    for d, n in zip(r.devices, r.ops_per_device):
+        lines.append(f"{d:<{w}}  {n:>6}")
+    for m in pc.moved[:5]:
+        lines.append(f"moved: {m[0]} placed on {m[1]}, ran on {m[2]}")
+    return "\n".join(lines)
+
+
 @click.command(name="run")
 @click.argument("model", type=click.Path())
 @click.argument("placement", type=click.Path())
@@ -46,25 +91,55 @@ def _table(report) -> str:
               help="Timed steps (after one warm-up); the report gives the median.")
 @click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance of the output check.")
 @click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance of the output check.")
+@click.option("--local-cluster", type=click.IntRange(1, 64), metavar="N",
+              help="TensorFlow: start N servers (tasks) on 127.0.0.1 and run across them (for testing).")
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+              help="TensorFlow: run on the cluster in this JSON spec ({\"worker\": [\"host:port\", ...]}); "
+                   "start each task with `pardnn serve`.")
+@click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
+              help="TensorFlow: run on GPUs or logical CPU devices (auto: GPUs when there is one per device).")
+@click.option("--soft-placement", is_flag=True,
+              help="TensorFlow: let TensorFlow move ops it cannot run where placed (they are counted as moved).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=600, show_default=True,
+              help="TensorFlow: seconds a server may take to start and an op to run.")
+@click.option("--write", "write_path", type=click.Path(),
+              help="TensorFlow: also write the placed model here (.pb, .pbtxt, or a directory for a SavedModel).")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object: predicted_us, measured_us, outputs_match, max_abs_diff, stages, ...")
+              help="Print one JSON object: predicted_us, measured_us, outputs_match, ...")
 @click.pass_context
 def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
             device_prefix, fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted,
-            steps: int, rtol: float, atol: float, as_json: bool) -> None:
-    """Run MODEL split along PLACEMENT on the cluster's devices; check it and time it.
+            steps: int, rtol: float, atol: float, local_cluster, cluster_spec, device_kind, soft_placement, timeout_s,
+            write_path, as_json: bool) -> None:
+    """Run MODEL along PLACEMENT on real devices; check it against one device and time it.
 
-    The model is cut into one sub-model per stage of the placement and run as
-    a pipeline of sessions, one per device (CUDA on GPUs where onnxruntime
-    has it, the CPU otherwise). Its outputs must equal the whole model's
-    (within --rtol/--atol), and the measured step time is put beside the
-    machine model's prediction. Give the same --dim/--batch-size/--profile
-    flags as when the placement was made. Without cluster flags the cluster
-    is the placement's devices. Outputs that differ exit with code 5.
+    \b
+    TensorFlow (SavedModel directory, .pb/.pbtxt GraphDef): every node gets
+    its placement device and the step runs in a tf.compat.v1.Session with
+    soft placement off: on this host's GPUs when there is one per device,
+    else on logical CPU devices; with --local-cluster N on N servers started
+    on 127.0.0.1; with --cluster-spec on your servers (one per host). The
+    report gives the measured step time beside the machine model's, whether
+    every op ran where placed, whether the losses and variables equal an
+    all-on-device-0 run, and TensorFlow's _Send/_Recv pairs beside the
+    simulator's transfers.
+
+    \b
+    ONNX: the model is cut into one sub-model per stage of the placement and
+    run as a pipeline of onnxruntime sessions; its outputs must equal the
+    whole model's.
+
+    Give the same --profile/--batch-size/--signature/--dim flags as when the
+    placement was made. Without cluster flags the machine model's cluster is
+    the placement's devices. Results that differ, or ops that moved, exit
+    with code 5; a device the placement names that does not exist, code 3.
 
     \b
     Examples:
-      pardnn partition model.onnx --dim seq=16 --batch-size 2 --devices 2 -o p.json
+      pardnn partition model_dir --devices 4 -o p.json
+      pardnn run model_dir p.json
+      pardnn run model_dir p.json --local-cluster 2 --json
+      pardnn run model_dir p.json --cluster-spec cluster.json --write placed_model/
       pardnn run model.onnx p.json --dim seq=16 --batch-size 2 --profile 5 --json
     """
     import importlib
@@ -75,7 +150,15 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if kind not in RUNNABLE:
         what = "a pardnn.graph has no model to run" if kind == "pardnn" else f"running {kind} models"
         raise InputError(f"{model}: {what} is not supported yet; pardnn run supports: "
-                         f"{', '.join(sorted(RUNNABLE))}")
+                         f"{', '.join(sorted(set(RUNNABLE)))}")
+    tf_only = {"--local-cluster": local_cluster, "--cluster-spec": cluster_spec, "--soft-placement": soft_placement,
+               "--write": write_path, "--device-kind": device_kind if device_kind != "auto" else None}
+    if kind not in TF_FORMATS:
+        used = [k for k, v in tf_only.items() if v]
+        if used:
+            raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
+    if write_path:
+        refuse_overwrite(write_path, model, placement)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     flags = (cluster_path, devices, memory, speed, bandwidth, latency)
@@ -86,13 +169,125 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         return build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
                              default_devices=pl.num_devices)
 
+    extra = {}
+    if kind in TF_FORMATS:
+        extra = dict(local_cluster=local_cluster, cluster_spec=cluster_spec, device_kind=device_kind,
+                     soft_placement=soft_placement, timeout_s=timeout_s, write=write_path)
     with ctx.obj["progress"].stage(f"running {model} along {placement}"):
         report = backend.run_placement(model, placement, cluster=cluster_for, options=opts, steps=steps,
-                                       rtol=rtol, atol=atol)
+                                       rtol=rtol, atol=atol, **extra)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        click.echo(_table(report))
+        click.echo(_tf_table(report) if kind in TF_FORMATS else _table(report))
+        if write_path:
+            click.echo(f"wrote {write_path}")
+    if kind in TF_FORMATS:
+        if not report.finite:
+            raise RuntimeFailure("the step's outputs are not finite (NaN or inf), so matching the single-device "
+                                 "run proves nothing; check the model, its inputs and its starting values")
+        if not (report.outputs_match and report.variables_match):
+            raise RuntimeFailure(f"the placed step's results differ from the single-device run's (outputs "
+                                 f"{report.max_output_diff:.3g}, variables {report.max_variable_diff:.3g}; "
+                                 f"rtol {rtol}, atol {atol})")
+        if report.placement_check.moved and not soft_placement:
+            m = report.placement_check.moved[0]
+            raise RuntimeFailure(f"{len(report.placement_check.moved)} op(s) did not run where placed, e.g. "
+                                 f"{m[0]!r} placed on {m[1]} ran on {m[2]}")
+        return
     if not report.outputs_match:
         raise RuntimeFailure(f"the placed model's outputs differ from the whole model's "
                              f"(max |difference| {report.max_abs_diff:.3g}, rtol {rtol}, atol {atol})")
+
+
+@click.command(name="rewrite")
+@click.argument("model", type=click.Path())
+@click.argument("placement", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="The placed model: a .pb or .pbtxt GraphDef, or a directory (a SavedModel, for a SavedModel input).")
+@click.option("--device-kind", type=click.Choice(["as-named", "gpu", "cpu"]), default="as-named", show_default=True,
+              help="Device names to write: the placement's own, or /device:GPU:i or /device:CPU:i by position.")
+@click.option("--tasks", type=click.IntRange(1, 4096), help="Deal the devices to this many tasks of job 'worker' "
+                                                             "(/job:worker/replica:0/task:i/device:...).")
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+              help="Deal the devices to the tasks of this cluster spec's job.")
+@frontend_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, device_kind: str, tasks, cluster_spec,
+                fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted,
+                as_json: bool) -> None:
+    """Write the TensorFlow MODEL with PLACEMENT's devices on every node, without running it.
+
+    Colocation groups stay whole and host-only ops go to the CPU of device
+    0's task. The output is a GraphDef (.pb binary, .pbtxt text) or, for a
+    SavedModel input, a SavedModel directory with the variables' values and
+    a `train_step` signature (tag `train`); see docs/running.md to load it.
+
+    \b
+    Examples:
+      pardnn rewrite model_dir p.json -o placed.pbtxt
+      pardnn rewrite model_dir p.json -o placed_model/ --tasks 2
+    """
+    from .inputs import detect_format
+
+    kind = fmt or detect_format(model)
+    if kind not in TF_FORMATS:
+        raise InputError(f"{model}: pardnn rewrite writes TensorFlow models; this is a {kind} input")
+    refuse_overwrite(output, model, placement)
+    if tasks and cluster_spec:
+        raise click.UsageError("--tasks and --cluster-spec cannot be combined")
+    from .backend.tf_backend import rewrite
+
+    opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
+    with ctx.obj["progress"].stage(f"writing {model} placed along {placement}"):
+        _, summary = rewrite(model, placement, output, options=opts, device_kind=device_kind, tasks=tasks,
+                             cluster_spec=cluster_spec)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"wrote {summary['output']}: graph {summary['graph']}, {sum(summary['ops_per_device'].values())} ops "
+               f"({summary['host_ops']} host ops, {summary['regrouped']} moved to keep groups whole)")
+    for d, n in summary["ops_per_device"].items():
+        click.echo(f"  {d}  {n}")
+
+
+@click.command(name="serve")
+@click.option("--cluster-spec", "cluster_spec", required=True, type=click.Path(dir_okay=False),
+              help="The cluster spec JSON ({\"worker\": [\"host0:2222\", \"host1:2222\"]}), the same on every host.")
+@click.option("--task", type=click.IntRange(0), required=True, help="This host's task index in the spec.")
+@click.option("--cpus", type=click.IntRange(0), default=0, show_default=True,
+              help="Logical CPU devices for this task (for CPU-only hosts; 0 = one).")
+@click.option("--lifetime", type=click.FloatRange(0), default=0, show_default=True,
+              help="Stop after this many seconds (0 = until killed).")
+def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float) -> None:
+    """Run task TASK of a TensorFlow cluster (a tf.distribute.Server) until killed.
+
+    Start one on every host of the spec, then run the step from any machine
+    with `pardnn run MODEL PLACEMENT --cluster-spec SPEC`. Prints
+    `READY grpc://host:port` once it serves; a server that cannot start
+    exits with code 5.
+
+    \b
+    Example (host 1 of 2):
+      pardnn serve --cluster-spec cluster.json --task 1
+    """
+    from .backend.tf_cluster import read_cluster_spec
+    from .backend.tf_server import serve
+
+    spec = read_cluster_spec(cluster_spec)
+    if task >= len(spec.tasks):
+        raise InputError(f"{cluster_spec}: task {task} does not exist; job {spec.job!r} has {len(spec.tasks)} tasks")
+    code = serve(spec.to_dict(), spec.job, task, cpus=cpus, lifetime_s=lifetime)
+    if code == 0:   # the lifetime is over; the gRPC server's threads never stop by themselves
+        import os
+        import sys
+
+        sys.stdout.flush()
+        os._exit(0)
+    if code == 6:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError("pardnn serve needs the 'tf' extra (pip install 'pardnn[tf]')")
+    if code:
+        raise RuntimeFailure(f"the server of task {task} ({spec.tasks[task]}) did not start")

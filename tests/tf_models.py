@@ -75,3 +75,71 @@ def save_train_savedmodel(tf, keras, path: Path, *, batch: int | None = 8) -> Pa
     tf.saved_model.save(trainer, str(path), signatures={"train_step": trainer.train_step,
                                                         "serving_default": trainer.serve})
     return path
+
+
+def transformer(keras, batch: int = 4, seq: int = 8, vocab: int = 64, d_model: int = 16, heads: int = 2,
+                ff: int = 32, classes: int = 4):
+    """A one-block Transformer encoder classifier (token and position embeddings, attention, dropout, layer
+    norms, feed-forward). The position indices are a constant the traced step captures."""
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    tokens = keras.Input((seq,), dtype="int32", name="tokens")
+    x = L.Embedding(vocab, d_model, name="embed")(tokens)
+    x = x + L.Embedding(seq, d_model, name="pos_embed")(keras.ops.arange(seq))
+    att = L.MultiHeadAttention(heads, d_model // heads, name="attention")(x, x)
+    x = L.LayerNormalization(name="norm1")(x + L.Dropout(0.1, name="drop1")(att))
+    h = L.Dense(ff, activation="gelu", name="ff1")(x)
+    h = L.Dense(d_model, name="ff2")(h)
+    x = L.LayerNormalization(name="norm2")(x + h)
+    x = L.GlobalAveragePooling1D(name="pool")(x)
+    out = L.Dense(classes, name="classifier")(x)
+    model = keras.Model(tokens, out, name="tiny_transformer")
+    rng = np.random.default_rng(0)
+    data = (rng.integers(0, vocab, (batch, seq)).astype("int32"), rng.integers(0, classes, (batch,)).astype("int32"))
+    return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), data
+
+
+def cnn(keras, batch: int = 4, size: int = 12, classes: int = 4):
+    """A small CNN: two 3x3 convolutions with batch norm (moving statistics updated each step), pooling, Dense."""
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    inp = keras.Input((size, size, 3), name="images")
+    x = L.Conv2D(8, 3, padding="same", use_bias=False, name="conv1")(inp)
+    x = L.ReLU(name="relu1")(L.BatchNormalization(name="bn1")(x))
+    x = L.MaxPooling2D(name="pool1")(x)
+    x = L.Conv2D(16, 3, padding="same", name="conv2")(x)
+    x = L.ReLU(name="relu2")(L.BatchNormalization(name="bn2")(x))
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(classes, name="classifier")(x)
+    model = keras.Model(inp, out, name="tiny_cnn")
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((batch, size, size, 3)).astype("float32"),
+            rng.integers(0, classes, (batch,)).astype("int32"))
+    return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), data
+
+
+def save_keras_train_savedmodel(tf, keras, build, path: Path) -> Path:
+    """Save ``build(keras)``'s model as a SavedModel whose ``train_step`` signature is one Adam step."""
+    model, loss_fn, (x, y) = build(keras)
+    opt = keras.optimizers.Adam(1e-2)
+    opt.build(model.trainable_variables)
+    x_spec = tf.TensorSpec(x.shape, tf.as_dtype(x.dtype), name="x")
+    y_spec = tf.TensorSpec(y.shape, tf.as_dtype(y.dtype), name="y")
+
+    class Trainer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.opt = model, opt
+            self.state = list(model.variables)   # tracks what Keras 3 leaves untracked (dropout seed states)
+
+        @tf.function(input_signature=[x_spec, y_spec])
+        def train_step(self, x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, self.model(x, training=True))
+            grads = tape.gradient(loss, self.model.trainable_variables)
+            self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+            return {"loss": loss}
+
+    trainer = Trainer()
+    tf.saved_model.save(trainer, str(path), signatures={"train_step": trainer.train_step})
+    return path

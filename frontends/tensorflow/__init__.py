@@ -9,6 +9,8 @@ visible, functions inlined, loop back edges cut):
   also holds the flat GraphDef, feeds and fetches (`TFModel`) for the backend.
 * `import_keras(model, loss, optimizer, batch)`: builds the Keras model's
   training step as a ``tf.function`` and imports it.
+* `import_function(fn, *args)`: any ``tf.function`` (a custom training step),
+  traced for ``args`` and imported.
 
 See docs/tensorflow.md for the rules (colocation groups, host pins, costs).
 """
@@ -22,12 +24,12 @@ from pardnn.inputs import FrontendOptions
 from pardnn.ir import OpGraph
 
 from .build import TFImport, to_opgraph
-from .keras_step import keras_train_step, make_train_step
+from .keras_step import function_step, keras_train_step, make_train_step
 from .model import Feed, TFModel
 from .readers import read_graphdef, read_savedmodel
 
-__all__ = ["load_tensorflow", "import_tensorflow", "import_keras", "read_model", "TFImport", "TFModel", "Feed",
-           "make_train_step"]
+__all__ = ["load_tensorflow", "import_tensorflow", "import_keras", "import_function", "read_model", "TFImport",
+           "TFModel", "Feed", "make_train_step"]
 
 
 def read_model(path: str | Path, options: FrontendOptions | None = None) -> TFModel:
@@ -73,5 +75,23 @@ def import_keras(model, loss, optimizer, batch=None, *, input_signature=None,
     """
     opts = options or FrontendOptions()
     tfm = keras_train_step(model, loss, optimizer, batch, input_signature=input_signature, name=opts.name)
+    return to_opgraph(tfm, profile_steps=opts.profile_steps, batch_size=opts.batch_size,
+                      device_profile=opts.device_profile, name=opts.name)
+
+
+def import_function(fn, *args, options: FrontendOptions | None = None) -> TFImport:
+    """Trace the ``tf.function`` ``fn`` on ``args`` (real values: they fix the shapes and feed runs) and import it.
+
+    Variables the function captures become variable nodes named after them.
+
+    >>> v = tf.Variable(tf.ones((4, 4)), name="w")                 # doctest: +SKIP
+    >>> @tf.function
+    ... def step(x):
+    ...     v.assign_sub(0.1 * tf.matmul(x, v))
+    ...     return tf.reduce_sum(v)
+    >>> imp = import_function(step, np.ones((4, 4), "float32"))
+    """
+    opts = options or FrontendOptions()
+    tfm = function_step(fn, *args, name=opts.name)
     return to_opgraph(tfm, profile_steps=opts.profile_steps, batch_size=opts.batch_size,
                       device_profile=opts.device_profile, name=opts.name)

@@ -87,43 +87,72 @@ def keras_train_step(model, loss, optimizer, batch=None, *, input_signature=None
     if hasattr(opt, "build") and not getattr(opt, "built", True):
         opt.build(model.trainable_variables)
     step = make_train_step(model, loss_fn, opt)
-    cf = step.get_concrete_function(*specs)
+    return function_model(
+        step, specs, batch, name=name or model.name, source=f"keras:{model.name}", source_format="keras",
+        signature="train_step", where=f"keras model {model.name!r}",
+        extra_meta={"optimizer": getattr(opt, "name", type(opt).__name__),
+                    "loss": getattr(loss_fn, "name", getattr(loss_fn, "__name__", type(loss_fn).__name__))})
+
+
+def function_model(fn, specs, args=None, *, name: str, source: str, source_format: str = "tf.function",
+                   signature: str | None = None, where: str | None = None,
+                   extra_meta: Mapping[str, Any] | None = None) -> TFModel:
+    """Trace the ``tf.function`` ``fn`` for ``specs`` (one spec structure per argument) as a flat `TFModel`.
+
+    ``args``, when given, are real argument values; they become the model's
+    ``feed_values``. Captured variables become ``VarHandleOp`` nodes named
+    after the variables, with their current values and the variables
+    themselves kept (``variable_values``, ``variable_objects``).
+    """
+    where = where or source
+    cf = fn.get_concrete_function(*specs)
     gd = cf.graph.as_graph_def()
     n_args = len(tf.nest.flatten(specs))
     arg_tensors = cf.inputs[:n_args]
-    graph_def, values = _bind_captures(gd, cf)
+    graph_def, values, objects = _bind_captures(gd, cf)
     feeds = tuple(Feed(t.name, t.dtype.name, tuple(t.shape.as_list()) if t.shape.rank is not None else None)
                   for t in arg_tensors)
     feed_values = None
-    if batch is not None:
-        flat_batch = [np.asarray(v) for v in tf.nest.flatten(batch)]
-        feed_values = {f.name: v for f, v in zip(feeds, flat_batch)}
-    fetches = tuple(t.name for t in cf.outputs)
+    if args is not None:
+        flat_args = [np.asarray(v) for v in tf.nest.flatten(args)]
+        feed_values = {f.name: v for f, v in zip(feeds, flat_args)}
+    fetches = tuple(t.name for t in tf.nest.flatten(cf.outputs))
     targets = tuple(op.name for op in cf.graph.control_outputs)
     keep = [f.node for f in feeds] + [t.split(":")[0] for t in fetches] + list(targets)
-    where = f"keras model {model.name!r}"
     flat, inlined = flatten(graph_def, keep, where=where)
     flat = prune(flat, keep, where=where)
     present = {n.name for n in flat.node}
     return TFModel(
-        name=name or model.name, graph_def=flat, feeds=feeds, fetches=fetches,
-        targets=tuple(t for t in targets if t in present), source=f"keras:{model.name}", source_format="keras",
-        signature="train_step", variable_values=(lambda: values), feed_values=feed_values,
-        inlined_functions=inlined,
-        extra_meta={"optimizer": getattr(opt, "name", type(opt).__name__),
-                    "loss": getattr(loss_fn, "name", getattr(loss_fn, "__name__", type(loss_fn).__name__))},
+        name=name, graph_def=flat, feeds=feeds, fetches=fetches,
+        targets=tuple(t for t in targets if t in present), source=source, source_format=source_format,
+        signature=signature, variable_values=(lambda: values), feed_values=feed_values,
+        inlined_functions=inlined, extra_meta=dict(extra_meta or {}),
+        variable_objects={k: v for k, v in objects.items() if k in present},
     )
 
 
-def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray]]:
+def function_step(fn, *args, name: str | None = None) -> TFModel:
+    """A ``tf.function`` (or a plain Python function, wrapped in one) applied to ``args``, as a flat `TFModel`.
+
+    The arguments fix the traced shapes and are kept as the feed values.
+    """
+    if not hasattr(fn, "get_concrete_function"):
+        fn = tf.function(fn)
+    specs = tuple(tf.nest.map_structure(_spec_of, a) for a in args)
+    label = name or getattr(fn, "__name__", None) or getattr(getattr(fn, "python_function", None), "__name__", "fn")
+    return function_model(fn, specs, args, name=label, source=f"tf.function:{label}", signature=label)
+
+
+def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray], Mapping[str, Any]]:
     """Replace the function's capture placeholders by variables and constants.
 
-    Returns the new GraphDef and the variables' values by node name.
+    Returns the new GraphDef, and the variables' values and the variables by node name.
     """
     variables = {id(v.handle): v for v in cf.graph.variables}
     taken = {n.name for n in gd.node}
     rename: dict[str, str] = {}
     values: dict[str, np.ndarray] = {}
+    objects: dict[str, Any] = {}
     by_name = {n.name: n for n in gd.node}
     for external, internal in cf.graph.captures:
         node = by_name[internal.op.name]
@@ -144,6 +173,7 @@ def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray]]:
             node.attr["container"].s = b""
             rename[node.name] = new
             values[new] = var.numpy()
+            objects[new] = var
         elif external.dtype != tf.resource:
             value = external.numpy() if hasattr(external, "numpy") else None
             if value is None:
@@ -165,4 +195,4 @@ def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray]]:
                 if src in rename:
                     new = rename[src]
                     node.input[i] = f"^{new}" if control else (f"{new}:{port}" if port else new)
-    return gd, values
+    return gd, values, objects

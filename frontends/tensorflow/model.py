@@ -79,3 +79,6 @@ class TFModel:
     """A real input batch by feed tensor name, when one was given (the Keras API)."""
     inlined_functions: int = 0
     extra_meta: Mapping[str, Any] = field(default_factory=dict)
+    variable_objects: Mapping[str, Any] | None = None
+    """The live ``tf.Variable`` behind each variable node, when the step was traced in this process
+    (the Keras and ``tf.function`` APIs); a placed run can write its values back into them."""

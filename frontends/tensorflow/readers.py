@@ -172,8 +172,10 @@ def savedmodel_values(directory: Path, key: str, graph_def, call_nodes: list[str
     values: dict[str, np.ndarray] = {}
     for node_name, handle in zip(handles, captured):
         node = by_name.get(node_name)
-        if node is None or node.op != "VarHandleOp":
+        if node is None:
             return {}
+        if node.op != "VarHandleOp":   # a captured constant (e.g. a position index): no value to restore
+            continue
         dtype = tf.dtypes.as_dtype(node.attr["dtype"].type)
         try:
             value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype).numpy()

@@ -1,0 +1,184 @@
+"""``pardnn run`` and ``pardnn rewrite`` for TensorFlow models: where the step runs, and the files written.
+
+* `run_placement`: a SavedModel or GraphDef and a placement, run on this
+  host (GPUs, else logical CPUs), on servers `LocalCluster` starts on
+  127.0.0.1 (``local_cluster=N``), or on a user's cluster
+  (``cluster_spec=PATH``), and checked (`pardnn.backend.tf_run.run_placed`).
+* `run_on_cluster`: the same for an imported step and a running cluster.
+* `rewrite`: the placed GraphDef or SavedModel, without running it.
+
+The logical CPU devices are configured before anything else touches
+TensorFlow's runtime (`pardnn.backend.tf_run.setup_logical_cpus`), which is
+why `run_placement` reads the placement's device count from the file first.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Callable
+
+from ..cluster import Cluster
+from ..errors import InputError, PlacementError
+from ..fileio import read_json
+from ..inputs import FrontendOptions
+from ..placement import Placement, load_placement
+from .tf_cluster import LocalCluster, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
+    read_cluster_spec
+from .tf_devices import ClusterTarget, LocalTarget, map_devices
+
+log = logging.getLogger("pardnn.backend.tf")
+
+DEVICE_KINDS = ("auto", "gpu", "cpu")
+
+
+def default_cluster(placement: Placement) -> Cluster:
+    """The machine model's cluster when none is given: the placement's devices, unlimited memory, default links."""
+    return Cluster.homogeneous(placement.num_devices).renamed(placement.devices)
+
+
+def placement_device_count(path: str | Path) -> int | None:
+    """The number of devices a placement file lists, read without the graph (None when unknown)."""
+    p = Path(path)
+    if p.name.endswith((".place", ".place.gz")):
+        return None
+    try:
+        d = read_json(p)
+    except InputError:
+        return None
+    devices = d.get("devices") if isinstance(d, dict) else None
+    return len(devices) if isinstance(devices, list) and devices else None
+
+
+def cluster_target(spec: TFClusterSpec, placement: Placement, kind: str = "auto", *,
+                   timeout_s: float = 30.0) -> ClusterTarget:
+    """The cluster's devices per task, and the kind the placement runs on (GPUs where every task has enough)."""
+    names = cluster_devices(spec, timeout_s)
+    T = len(spec.tasks)
+    per_task = math.ceil(placement.num_devices / T)
+    gpus = devices_per_task(names, "gpu") + (0,) * T
+    cpus = devices_per_task(names, "cpu") + (0,) * T
+    if kind == "auto":
+        kind = "gpu" if all(gpus[t] >= min(per_task, placement.num_devices) for t in range(T)) else "cpu"
+    available = (gpus if kind == "gpu" else cpus)[:T]
+    return ClusterTarget(spec.tasks, kind=kind, available=tuple(available), job=spec.job)
+
+
+def run_on_cluster(imp, placement: Placement, spec: TFClusterSpec, *, device_kind: str = "auto",
+                   connect_timeout_s: float = 10.0, **options):
+    """Run ``imp``'s step along ``placement`` on a running cluster, from a session on task 0."""
+    from .tf_run import run_placed
+
+    check_reachable(spec, connect_timeout_s)
+    target = cluster_target(spec, placement, device_kind, timeout_s=max(connect_timeout_s, 30.0))
+    return run_placed(imp, placement, target=target, session_target=spec.target, **options)
+
+
+def run_on_local_cluster(imp, placement: Placement, tasks: int, *, start_timeout_s: float = 120.0,
+                         lifetime_s: float = 1800.0, **options):
+    """Start ``tasks`` servers on 127.0.0.1, run on them, and always shut them down."""
+    per_task = math.ceil(placement.num_devices / tasks)
+    with LocalCluster(tasks, cpus_per_task=per_task, start_timeout_s=start_timeout_s, lifetime_s=lifetime_s) as lc:
+        return run_on_cluster(imp, placement, lc.spec, device_kind="cpu", **options)
+
+
+def run_placement(model: str | Path, placement: str | Path | Placement, *,
+                  cluster: Cluster | Callable[[Placement], Cluster] | None = None,
+                  options: FrontendOptions | None = None, steps: int = 5, rtol: float = 1e-4, atol: float = 1e-5,
+                  local_cluster: int | None = None, cluster_spec: str | Path | None = None,
+                  device_kind: str = "auto", soft_placement: bool = False, timeout_s: float = 600.0,
+                  write: str | Path | None = None):
+    """Import ``model``, run it along ``placement`` where asked, check it; the `TFRunReport`.
+
+    ``write``: also write the placed model there (``.pb``/``.pbtxt``, or a
+    directory for a SavedModel input) with the devices the run used.
+    """
+    if device_kind not in DEVICE_KINDS:
+        raise InputError(f"device kind {device_kind!r}: expected one of {', '.join(DEVICE_KINDS)}")
+    if local_cluster and cluster_spec:
+        raise InputError("give either a local cluster or a cluster spec, not both")
+    opts = options or FrontendOptions()
+    spec = read_cluster_spec(cluster_spec) if cluster_spec else None
+    k = None if isinstance(placement, Placement) else placement_device_count(placement)
+    try:
+        from frontends.tensorflow import import_tensorflow
+
+        from . import tf_run
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        raise MissingDependencyError(f"{model}: running TensorFlow models needs the 'tf' extra "
+                                     f"(pip install 'pardnn[tf]'): {exc}") from None
+    if not local_cluster and not spec and device_kind != "gpu":
+        n = k if k is not None else (placement.num_devices if isinstance(placement, Placement) else 1)
+        if tf_run.local_gpus() < n or device_kind == "cpu":
+            tf_run.setup_logical_cpus(n)     # before TensorFlow initialises, where it has not yet
+    imp = import_tensorflow(model, opts)
+    pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
+    cl = cluster(pl) if callable(cluster) else cluster
+    common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
+                  soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model))
+    if local_cluster:
+        report = run_on_local_cluster(imp, pl, local_cluster, start_timeout_s=min(timeout_s, 180.0),
+                                      lifetime_s=timeout_s * 3, **common)
+    elif spec is not None:
+        report = run_on_cluster(imp, pl, spec, device_kind=device_kind, **common)
+    else:
+        target = tf_run.local_target(pl, device_kind)
+        report = tf_run.run_placed(imp, pl, target=target, **common)
+    if write:
+        _write(imp, pl, report.devices, write, opts.batch_size)
+    return report
+
+
+def _write(imp, placement: Placement, devices, out, batch_size):
+    from frontends.tensorflow.shapes import with_batch
+
+    from .tf_rewrite import assign_devices, placed_graph_def
+    from .tf_run import starting_values
+    from .tf_savedmodel import write_placed
+
+    model = imp.model
+    placed = placed_graph_def(with_batch(model.graph_def, model.feeds, batch_size),
+                              assign_devices(imp.graph, placement, devices))
+    values = starting_values(model, batch_size) if model.source_format == "tensorflow-savedmodel" else None
+    return write_placed(model, placed, values, out)
+
+
+def target_for(placement: Placement, device_kind: str = "as-named", tasks: int | None = None,
+               cluster_spec: TFClusterSpec | None = None):
+    """Where ``rewrite`` maps the devices: as named, this host's CPUs/GPUs, or a cluster's tasks (unchecked)."""
+    if cluster_spec is not None or tasks:
+        addresses = cluster_spec.tasks if cluster_spec else tuple(f"task{i}" for i in range(tasks))
+        kind = "gpu" if device_kind == "gpu" else "cpu"
+        return ClusterTarget(addresses, kind=kind, job=cluster_spec.job if cluster_spec else "worker")
+    if device_kind in ("gpu", "cpu"):
+        return LocalTarget(device_kind)
+    return None
+
+
+def rewrite(model: str | Path, placement: str | Path | Placement, output: str | Path, *,
+            options: FrontendOptions | None = None, device_kind: str = "as-named", tasks: int | None = None,
+            cluster_spec: str | Path | None = None) -> tuple[Path, dict]:
+    """Write ``model`` with ``placement``'s devices to ``output``; the path and a summary."""
+    from frontends.tensorflow import import_tensorflow
+
+    from .tf_rewrite import assign_devices
+
+    opts = options or FrontendOptions()
+    spec = read_cluster_spec(cluster_spec) if cluster_spec else None
+    imp = import_tensorflow(model, opts)
+    pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
+    target = target_for(pl, device_kind, tasks, spec)
+    devices = map_devices(pl.devices, target)
+    assignment = assign_devices(imp.graph, pl, devices)
+    path = _write(imp, pl, devices, output, opts.batch_size)
+    if not path:
+        raise PlacementError(f"{output}: nothing written")
+    counts: dict[str, int] = {}
+    for d in assignment.device.values():
+        counts[d] = counts.get(d, 0) + 1
+    return path, {"graph": imp.graph.name, "output": str(path), "devices": list(devices),
+                  "ops_per_device": dict(sorted(counts.items())), "host_ops": assignment.host_ops,
+                  "regrouped": len(assignment.regrouped)}

@@ -1,0 +1,262 @@
+"""TensorFlow clusters for a placed run: a user's cluster spec, or local servers for testing.
+
+* `read_cluster_spec`: a JSON cluster spec, ``{"worker": ["host0:2222", "host1:2222"]}``,
+  or a ``TF_CONFIG``-style ``{"cluster": {"worker": [...]}}``. One job; its
+  tasks in order are the tasks the placement's devices are dealt to.
+* `LocalCluster`: ``pardnn run --local-cluster N`` starts N servers
+  (`pardnn.backend.tf_server`), each in its own process, on free
+  ``127.0.0.1`` ports, loopback only. Starting is bounded (``start_timeout_s``),
+  each server exits by itself after ``lifetime_s`` or when its parent is gone,
+  and `LocalCluster.close` (the context manager's exit) terminates them all,
+  killing any that do not stop within seconds.
+* `check_reachable`: every task of a user's cluster must accept a TCP
+  connection, or the run stops with a `RuntimeFailure` naming the task.
+* `cluster_devices`: the devices a session on task 0 sees, per task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import InputError, RuntimeFailure
+from ..fileio import read_json
+
+
+@dataclass(frozen=True)
+class TFClusterSpec:
+    """The tasks of one job of a TensorFlow cluster."""
+
+    tasks: tuple[str, ...]
+    """``host:port`` of each task, in task order."""
+    job: str = "worker"
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {self.job: list(self.tasks)}
+
+    @property
+    def target(self) -> str:
+        """The session target of task 0 (where the step is run from)."""
+        return f"grpc://{self.tasks[0]}"
+
+
+def cluster_spec_from_dict(d, *, source: str = "cluster spec") -> TFClusterSpec:
+    """Check and build a spec (rules in the module docstring)."""
+    if isinstance(d, dict) and isinstance(d.get("cluster"), dict):
+        d = d["cluster"]
+    if not isinstance(d, dict) or not d:
+        raise InputError(f"{source}: expected a JSON object such as {{\"worker\": [\"host0:2222\", \"host1:2222\"]}}")
+    if len(d) != 1:
+        raise InputError(f"{source}: expected one job, got {', '.join(sorted(d))}; pardnn runs one task per host "
+                         "in a single job")
+    job, tasks = next(iter(d.items()))
+    if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t for t in tasks):
+        raise InputError(f"{source}: job {job!r} must list its tasks as \"host:port\" strings")
+    for t in tasks:
+        host, sep, port = t.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InputError(f"{source}: task address {t!r} is not host:port")
+    return TFClusterSpec(tuple(tasks), job)
+
+
+def read_cluster_spec(path: str | Path) -> TFClusterSpec:
+    return cluster_spec_from_dict(read_json(path), source=str(path))
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports the OS reports free on ``host`` now."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def check_reachable(spec: TFClusterSpec, timeout_s: float = 5.0) -> None:
+    """Raise `RuntimeFailure` for the first task that does not accept a TCP connection."""
+    for i, addr in enumerate(spec.tasks):
+        host, _, port = addr.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                pass
+        except OSError as exc:
+            raise RuntimeFailure(f"task {i} of job {spec.job!r} at {addr} is not reachable "
+                                 f"({exc.strerror or exc}); start its server there with "
+                                 f"`pardnn serve --cluster-spec SPEC --task {i}`") from None
+
+
+def cluster_devices(spec: TFClusterSpec, timeout_s: float = 30.0) -> tuple[str, ...]:
+    """Every device a session on task 0 sees (full names)."""
+    from frontends.tensorflow._tf import config_pb2, tf
+
+    config = config_pb2.ConfigProto(operation_timeout_in_ms=int(timeout_s * 1000))
+    try:
+        with tf.compat.v1.Session(spec.target, graph=tf.Graph(), config=config) as sess:
+            return tuple(d.name for d in sess.list_devices())
+    except tf.errors.OpError as exc:
+        text = str(exc).strip().splitlines()
+        raise RuntimeFailure(f"cannot list the devices of the cluster at {spec.target}: "
+                             f"{text[0] if text else type(exc).__name__}") from None
+
+
+def _reader(stream, lines: "queue.Queue[str | None]") -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+@dataclass
+class _Task:
+    index: int
+    address: str
+    process: subprocess.Popen
+    lines: "queue.Queue[str | None]"
+    log: Path
+
+
+class LocalCluster:
+    """``tasks`` TensorFlow servers on 127.0.0.1, one process each; use as a context manager.
+
+    >>> with LocalCluster(2, cpus_per_task=2) as lc:      # doctest: +SKIP
+    ...     lc.spec.target
+    'grpc://127.0.0.1:40123'
+    """
+
+    def __init__(self, tasks: int, *, cpus_per_task: int = 1, start_timeout_s: float = 120.0,
+                 lifetime_s: float = 1800.0, gpus_per_task: int = 0, job: str = "worker"):
+        if tasks < 1:
+            raise ValueError("a cluster needs at least one task")
+        self.num_tasks = tasks
+        self.cpus_per_task = cpus_per_task
+        self.gpus_per_task = gpus_per_task
+        self.start_timeout_s = start_timeout_s
+        self.lifetime_s = lifetime_s
+        self.job = job
+        self.spec: TFClusterSpec | None = None
+        self._tasks: list[_Task] = []
+        self._dir: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def processes(self) -> list[subprocess.Popen]:
+        return [t.process for t in self._tasks]
+
+    def start(self) -> TFClusterSpec:
+        """Start every server and wait until each says it is ready; on any failure stop them all."""
+        try:
+            return self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> TFClusterSpec:
+        self._dir = tempfile.TemporaryDirectory(prefix="pardnn-cluster-")
+        ports = free_ports(self.num_tasks)
+        spec = TFClusterSpec(tuple(f"127.0.0.1:{p}" for p in ports), self.job)
+        spec_text = json.dumps(spec.to_dict())
+        for i, addr in enumerate(spec.tasks):
+            env = dict(os.environ)
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            if self.gpus_per_task:
+                first = i * self.gpus_per_task
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + k) for k in range(self.gpus_per_task))
+            else:
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            log = Path(self._dir.name) / f"task{i}.log"
+            cmd = [sys.executable, "-m", "pardnn.backend.tf_server", "--cluster-spec", spec_text, "--job", self.job,
+                   "--task", str(i), "--cpus", str(self.cpus_per_task), "--lifetime", str(self.lifetime_s),
+                   "--parent-pid", str(os.getpid())]
+            with open(log, "wb") as err:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                        text=True, env=env, start_new_session=True)
+            lines: "queue.Queue[str | None]" = queue.Queue()
+            threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+            self._tasks.append(_Task(i, addr, proc, lines, log))
+        deadline = time.monotonic() + self.start_timeout_s
+        for t in self._tasks:
+            self._wait_ready(t, deadline)
+        self.spec = spec
+        return spec
+
+    def _wait_ready(self, t: _Task, deadline: float) -> None:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeFailure(f"the server of task {t.index} on {t.address} did not start within "
+                                     f"{self.start_timeout_s:g} s")
+            try:
+                line = t.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                continue
+            if line is None:
+                t.process.wait(timeout=5)
+                raise RuntimeFailure(f"the server of task {t.index} on {t.address} did not start (exit status "
+                                     f"{t.process.returncode}){_tail(t.log)}")
+            if line.startswith("READY"):
+                return
+            if line.startswith("FAILED"):
+                raise RuntimeFailure(f"the server of task {t.index} on {t.address} did not start: "
+                                     f"{line[len('FAILED'):].strip()}")
+
+    def close(self) -> None:
+        """Stop every server: terminate, wait up to 5 s, then kill."""
+        for t in self._tasks:
+            if t.process.poll() is None:
+                t.process.terminate()
+        for t in self._tasks:
+            try:
+                t.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                t.process.kill()
+                t.process.wait(timeout=5)
+            if t.process.stdout is not None:
+                t.process.stdout.close()
+        self._tasks = [t for t in self._tasks if t.process.poll() is None]
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:300]}" if lines else ""
+
+
+def devices_per_task(names: Sequence[str], kind: str) -> tuple[int, ...]:
+    """Count the ``kind`` devices of each task among full device names (tasks without any count 0)."""
+    from .tf_devices import parse_device
+
+    counts: dict[int, int] = {}
+    tasks = 0
+    for n in names:
+        p = parse_device(n)
+        t = p.task or 0
+        tasks = max(tasks, t + 1)
+        if p.kind == kind.upper():
+            counts[t] = counts.get(t, 0) + 1
+    return tuple(counts.get(t, 0) for t in range(tasks))

@@ -1,0 +1,451 @@
+"""Run a placed TensorFlow step on real devices and check it against a single-device run (needs TensorFlow).
+
+The placed flat GraphDef (`pardnn.backend.tf_rewrite`) runs in a
+``tf.compat.v1.Session`` with ``allow_soft_placement=False``, grappler off
+and the classic graph optimizer at L0 (no constant folding, no CSE, no
+inlining), so TensorFlow runs exactly the GraphDef's nodes on exactly their
+devices:
+
+* **one host**: the host's GPUs where it has enough, otherwise logical CPU
+  devices. `setup_logical_cpus` configures them with
+  ``tf.config.set_logical_device_configuration`` when TensorFlow has not
+  initialised yet (``pardnn run`` does it first thing); the session also asks
+  for them with ``device_count={"CPU": N}``, which a ``DirectSession``
+  honours even after initialisation, so a run works from a Python process
+  that has already used TensorFlow.
+* **a cluster**: the session's target is task 0's ``grpc://`` address and the
+  devices are ``/job:worker/replica:0/task:i/device:...`` (see
+  `pardnn.backend.tf_cluster`).
+
+`run_placed` runs ``2 + steps`` steps (a warm-up, a traced step, ``steps``
+timed steps) from the same starting variables and batch, then the same
+steps with every op on device 0 (host ops on its host CPU), and reports
+(`TFRunReport`):
+
+* whether every op ran where it was placed (the traced step's
+  ``RunMetadata.step_stats``, `tf_checks.check_step_stats`);
+* whether every fetched value of every step and every variable afterwards
+  equals the single-device run's within ``rtol``/``atol``;
+* the median timed step beside the machine model's prediction
+  (`pardnn.machine.simulate`) for the same graph, placement and cluster;
+* TensorFlow's ``_Send``/``_Recv`` pairs (from the partition graphs,
+  `tf_checks.count_send_recv`) beside the simulator's transfers.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from frontends.tensorflow._tf import config_pb2, tf
+from frontends.tensorflow.build import TFImport
+from frontends.tensorflow.colocation import VARIABLE_OPS
+from frontends.tensorflow.model import TFModel, split_tensor_name
+from frontends.tensorflow.profile import _concrete, _draw, feed_values
+from frontends.tensorflow.shapes import import_graph, with_batch
+
+from ..cluster import Cluster
+from ..errors import PlacementError, RuntimeFailure
+from ..ir import OpGraph
+from ..machine import simulate
+from ..placement import Placement
+from .tf_backend import default_cluster
+from .tf_checks import PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv
+from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
+from .tf_rewrite import Assignment, assign_devices, check_placement_matches, is_host_op, placed_graph_def
+
+log = logging.getLogger("pardnn.backend.tf")
+
+
+# ---------------------------------------------------------------------------
+# devices and sessions
+# ---------------------------------------------------------------------------
+
+def setup_logical_cpus(n: int) -> bool:
+    """Split the host CPU into ``n`` logical devices; False when TensorFlow has already initialised.
+
+    Call it before TensorFlow runs anything (a fresh process). When it is
+    too late, a `run_placed` still gets its ``n`` CPU devices from the
+    session's ``device_count``; only eager code (``tf.function``) would not.
+    """
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * max(1, n))
+    except RuntimeError:
+        return len(tf.config.list_logical_devices("CPU")) >= n
+    return True
+
+
+def local_gpus() -> int:
+    """Physical GPUs TensorFlow sees on this host (does not initialise the runtime)."""
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def local_target(placement: Placement, kind: str = "auto") -> LocalTarget:
+    """GPUs when ``kind`` is ``gpu``, or ``auto`` and the host has a GPU for each placement device; else CPUs."""
+    gpus = local_gpus()
+    if kind == "gpu" or (kind == "auto" and gpus >= placement.num_devices):
+        return LocalTarget("gpu", available=gpus)
+    return LocalTarget("cpu")
+
+
+def session_config(*, cpus: int | None = None, soft_placement: bool = False, timeout_s: float | None = None,
+                   isolate: bool = False) -> "config_pb2.ConfigProto":
+    """A session that runs the GraphDef exactly as placed (see the module docstring)."""
+    config = config_pb2.ConfigProto(allow_soft_placement=soft_placement)
+    if cpus:
+        config.device_count["CPU"] = int(cpus)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    opts = config.graph_options.optimizer_options
+    opts.opt_level = config_pb2.OptimizerOptions.L0
+    opts.do_constant_folding = False
+    opts.do_common_subexpression_elimination = False
+    opts.do_function_inlining = False
+    config.gpu_options.allow_growth = True
+    if timeout_s:
+        config.operation_timeout_in_ms = int(timeout_s * 1000)
+    config.isolate_session_state = isolate
+    return config
+
+
+def _first_line(exc: Exception) -> str:
+    text = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def op_failure(exc: Exception, what: str) -> Exception:
+    """A TensorFlow error as a one-line `PardnnError`: a missing device is a `PlacementError`."""
+    node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
+    line = _first_line(exc)
+    if "Cannot assign a device" in line or "Could not satisfy explicit device" in line or (
+            "Unknown device" in line or "was explicitly assigned to" in line):
+        return PlacementError(f"{what}: a device in the placement does not exist here{node}: {line}")
+    return RuntimeFailure(f"{what} failed{node}: {line}")
+
+
+# ---------------------------------------------------------------------------
+# the program: a placed graph plus its initialiser and variable reads
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class StepProgram:
+    """A placed step in a ``tf.Graph``, with the ops that start and read its variables."""
+
+    graph: Any
+    fetches: tuple
+    targets: tuple
+    feeds: tuple
+    """``(tensor, feed name)`` pairs."""
+    init_ops: tuple
+    init_feeds: Mapping
+    reads: Mapping[str, Any]
+    """A tensor reading each variable, on the variable's device, by variable node name."""
+
+
+def starting_values(model: TFModel, batch_size: int | None = None) -> dict[str, np.ndarray]:
+    """Every variable's starting value: the model's where known, else a deterministic draw.
+
+    Floating-point draws are positive (``|normal| * 0.05``), so that a drawn
+    learning rate, variance or scale is a valid one and a training step stays
+    finite; other dtypes are zeros. Draws go in the GraphDef's order from one
+    seeded generator, so two programs of the same model start alike.
+    """
+    known = dict(model.variable_values() if model.variable_values else {})
+    rng = np.random.default_rng(0)
+    out: dict[str, np.ndarray] = {}
+    for node in model.graph_def.node:
+        if node.op not in VARIABLE_OPS:
+            continue
+        value = known.get(node.name)
+        if value is None:
+            dtype = tf.dtypes.as_dtype(node.attr["dtype"].type)
+            shape = tf.TensorShape(node.attr["shape"].shape)
+            dims = tuple(shape.as_list()) if shape.rank is not None else None
+            value = _draw(rng, dtype, _concrete(dims, batch_size, f"{model.source}: variable {node.name!r}"))
+            if dtype.is_floating:
+                value = np.abs(value)
+        out[node.name] = np.asarray(value)
+    return out
+
+
+def build_program(model: TFModel, graph_def, values: Mapping[str, np.ndarray]) -> StepProgram:
+    """Import the placed ``graph_def`` and add, on each variable's device, its initialiser and a read."""
+    where = model.source or model.name
+    graph = import_graph(graph_def, where=where)
+    init_ops, init_feeds, reads = [], {}, {}
+    with graph.as_default():
+        for op in graph.get_operations():
+            if op.type not in VARIABLE_OPS:
+                continue
+            value = values[op.name]
+            with tf.device(op.device):
+                ph = tf.compat.v1.placeholder(tf.dtypes.as_dtype(op.get_attr("dtype")), shape=value.shape,
+                                              name=f"pardnn_init/{op.name}")
+                handle = op.outputs[0]
+                if handle.dtype == tf.resource:
+                    init_ops.append(tf.raw_ops.AssignVariableOp(resource=handle, value=ph))
+                    reads[op.name] = tf.raw_ops.ReadVariableOp(resource=handle, dtype=ph.dtype,
+                                                               name=f"pardnn_read/{op.name}")
+                else:
+                    init_ops.append(tf.raw_ops.Assign(ref=handle, value=ph, validate_shape=False))
+                    reads[op.name] = tf.identity(handle, name=f"pardnn_read/{op.name}")
+            init_feeds[ph] = value
+    fetches = tuple(graph.get_tensor_by_name(t) for t in model.fetches)
+    targets = tuple(graph.get_operation_by_name(t) for t in model.targets)
+    feeds = tuple((graph.get_tensor_by_name(f.name), f.name) for f in model.feeds)
+    return StepProgram(graph, fetches, targets, feeds, tuple(init_ops), init_feeds, reads)
+
+
+@dataclass(frozen=True, eq=False)
+class StepRun:
+    """What running a program produced."""
+
+    outputs: tuple[tuple[np.ndarray, ...], ...]
+    """The fetched values of every step."""
+    step_us: tuple[float, ...]
+    """Wall time of each timed step."""
+    metadata: Any
+    """``RunMetadata`` of the traced step."""
+    variables: Mapping[str, np.ndarray]
+    """Every variable after the last step."""
+
+
+def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps: int, target: str = "",
+                config=None, what: str = "the placed step") -> StepRun:
+    """A warm-up step, one traced step and ``steps`` timed steps, then read every variable."""
+    feed = {t: batch[name] for t, name in program.feeds}
+    run_list = [list(program.fetches), list(program.targets)]
+    outputs: list[tuple[np.ndarray, ...]] = []
+    times: list[float] = []
+    meta = tf.compat.v1.RunMetadata()
+    try:
+        with tf.compat.v1.Session(target, graph=program.graph, config=config) as sess:
+            if program.init_ops:
+                sess.run(list(program.init_ops), feed_dict=dict(program.init_feeds))
+            outputs.append(tuple(sess.run(run_list, feed_dict=feed)[0]))
+            options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                              output_partition_graphs=True)
+            outputs.append(tuple(sess.run(run_list, feed_dict=feed, options=options, run_metadata=meta)[0]))
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                out = sess.run(run_list, feed_dict=feed)
+                times.append((time.perf_counter() - t0) * 1e6)
+                outputs.append(tuple(out[0]))
+            names = sorted(program.reads)
+            values = sess.run([program.reads[n] for n in names]) if names else []
+    except tf.errors.OpError as exc:
+        raise op_failure(exc, what) from None
+    except ValueError as exc:   # a malformed feed
+        raise RuntimeFailure(f"{what}: {_first_line(exc)}") from None
+    return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)))
+
+
+# ---------------------------------------------------------------------------
+# comparing
+# ---------------------------------------------------------------------------
+
+def max_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, rtol: float, atol: float
+                   ) -> tuple[bool, float]:
+    """Whether every pair matches within tolerance (exactly for non-float dtypes), and the largest |a - b|."""
+    ok, worst = True, 0.0
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return False, float("inf")
+        if x.dtype.kind in "fc":
+            both = np.isfinite(x) & np.isfinite(y)
+            if both.any():
+                worst = max(worst, float(np.max(np.abs(x[both].astype(np.float64) - y[both].astype(np.float64)))))
+            ok &= bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
+        elif not np.array_equal(x, y):
+            ok, worst = False, float("inf")
+    return ok, worst
+
+
+# ---------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TFRunReport:
+    """A placed TensorFlow run, checked against a single-device run and the machine model."""
+
+    model: str
+    graph: str
+    mode: str
+    """``gpu``, ``cpu`` (logical CPU devices) or ``cluster``."""
+    devices: tuple[str, ...]
+    """The TensorFlow device of each placement device."""
+    session_target: str
+    ops_per_device: tuple[int, ...]
+    host_ops: int
+    regrouped: int
+    steps: int
+    """Steps compared (a warm-up, a traced step, then the timed ones)."""
+    predicted_us: float
+    measured_us: float
+    reference_us: float
+    """Median step time with every op on device 0."""
+    placement_check: PlacementCheck
+    send_recv: SendRecvCount
+    simulated_transfers: int
+    simulated_feed_transfers: int
+    """Of the simulator's transfers, those that leave a fed placeholder (TensorFlow delivers feeds itself)."""
+    transfers_only_tf: int
+    transfers_only_simulated: int
+    outputs_match: bool
+    max_output_diff: float
+    variables_match: bool
+    max_variable_diff: float
+    variables_compared: int
+    losses: tuple[float, ...] = ()
+    reference_losses: tuple[float, ...] = ()
+    soft_placement: bool = False
+    finite: bool = True
+    """Every fetched value of every step is finite (NaN or inf in both runs would "match" and prove nothing)."""
+    samples_us: tuple[float, ...] = field(default=(), repr=False)
+    cost_model: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Same results as one device, and (without soft placement) every op where it was placed."""
+        placed_ok = self.soft_placement or not self.placement_check.moved
+        return self.outputs_match and self.variables_match and placed_ok and self.finite
+
+    def to_dict(self) -> dict[str, Any]:
+        pc = self.placement_check
+        return {
+            "model": self.model, "graph": self.graph, "backend": "tensorflow", "mode": self.mode,
+            "devices": list(self.devices), "session_target": self.session_target,
+            "ops_per_device": list(self.ops_per_device), "host_ops": self.host_ops, "regrouped": self.regrouped,
+            "steps": self.steps, "cost_model": self.cost_model,
+            "predicted_us": round(self.predicted_us, 3), "measured_us": round(self.measured_us, 3),
+            "reference_us": round(self.reference_us, 3),
+            "measured_over_predicted": round(self.measured_us / self.predicted_us, 4) if self.predicted_us > 0
+            else None,
+            "ops_checked": pc.checked, "ops_moved": len(pc.moved), "ops_untraced": pc.untraced,
+            "moved": [list(m) for m in pc.moved[:20]],
+            "send_recv": self.send_recv.to_dict(),
+            "simulated_transfers": self.simulated_transfers,
+            "simulated_feed_transfers": self.simulated_feed_transfers,
+            "transfers_only_tf": self.transfers_only_tf,
+            "transfers_only_simulated": self.transfers_only_simulated,
+            "outputs_match": self.outputs_match, "max_output_diff": self.max_output_diff,
+            "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
+            "variables_compared": self.variables_compared,
+            "losses": list(self.losses), "reference_losses": list(self.reference_losses),
+            "finite": self.finite, "soft_placement": self.soft_placement, "ok": self.ok,
+        }
+
+
+def all_finite(outputs: Sequence[Sequence[np.ndarray]]) -> bool:
+    """Whether every fetched floating-point value of every step is finite."""
+    return all(np.isfinite(np.asarray(v)).all() for step in outputs for v in step
+               if np.asarray(v).dtype.kind in "fc")
+
+
+def _scalars(outputs: Sequence[Sequence[np.ndarray]]) -> tuple[float, ...]:
+    """The first fetched value of each step, when it is a scalar (the loss)."""
+    out = []
+    for step in outputs:
+        if not step or np.asarray(step[0]).size != 1 or np.asarray(step[0]).dtype.kind not in "fiu":
+            return ()
+        out.append(float(np.asarray(step[0]).reshape(())))
+    return tuple(out)
+
+
+def _simulated(g: OpGraph, cluster: Cluster, assignment: np.ndarray, devices: Sequence[str]):
+    """The machine model's makespan and its transfers as ``(producer, port, device name)``."""
+    sched = simulate(g, cluster, assignment, memory=False)
+    tr = sched.transfers
+    tensors = [(g.names[int(s)], int(p), devices[int(d)]) for s, p, d in zip(tr.src, tr.port, tr.dst_dev)]
+    return sched.makespan_us, tensors
+
+
+def effective_assignment(g: OpGraph, assignment: Assignment, devices: Sequence[str]) -> np.ndarray:
+    """The placement device of every node as it runs (groups kept whole; host ops count as device 0)."""
+    index = {d: i for i, d in enumerate(devices)}
+    out = np.zeros(g.num_nodes, dtype=np.int64)
+    for v, name in enumerate(g.names):
+        out[v] = 0 if is_host_op(g, v) else index[assignment.device[name]]
+    return out
+
+
+def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | ClusterTarget | None = None,
+               session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
+               atol: float = 1e-5, batch_size: int | None = None, soft_placement: bool = False,
+               timeout_s: float | None = 600.0, model_name: str = "") -> TFRunReport:
+    """Run ``imp``'s step along ``placement`` and check it (see the module docstring).
+
+    ``target`` says where the devices are: None means this host (its GPUs
+    when it has one per placement device, else logical CPUs); a
+    `ClusterTarget` with ``session_target`` task 0's ``grpc://`` address runs
+    across a cluster's tasks. ``cluster`` is the machine model's cluster for
+    the prediction (default: the placement's devices, default links).
+    """
+    g, model = imp.graph, imp.model
+    where = model_name or model.source or model.name
+    check_placement_matches(g, placement, model.graph_def, where=where)
+    if steps < 1:
+        raise ValueError("steps must be at least 1")
+    target = target or local_target(placement)
+    devices = map_devices(placement.devices, target)
+    assignment = assign_devices(g, placement, devices)
+    if assignment.regrouped:
+        log.warning("%s: the placement splits colocation groups; %d op(s) follow their group's variable "
+                    "(first: %s)", where, len(assignment.regrouped), assignment.regrouped[0])
+    gd = with_batch(model.graph_def, model.feeds, batch_size)
+    placed = placed_graph_def(gd, assignment)
+    mode = "cluster" if isinstance(target, ClusterTarget) else target.kind
+    cpus = None
+    if mode == "cpu":
+        cpus = max(devices_needed(devices, "cpu").get(0, 1), 1)
+    config = session_config(cpus=cpus, soft_placement=soft_placement, timeout_s=timeout_s,
+                            isolate=mode == "cluster")
+    values = starting_values(model, batch_size)
+    batch = feed_values(model, batch_size)
+
+    run = run_program(build_program(model, placed, values), batch, steps=steps, target=session_target,
+                      config=config, what=f"{where}: the placed step")
+    one = Assignment({n: (assignment.device[n] if is_host_op(g, g.index[n]) else devices[0]) for n in g.names},
+                     assignment.host_ops, ())
+    ref = run_program(build_program(model, placed_graph_def(gd, one), values), batch, steps=steps,
+                      target=session_target, config=config, what=f"{where}: the single-device step")
+
+    outputs_ok, out_diff = True, 0.0
+    for a, b in zip(run.outputs, ref.outputs):
+        ok, d = max_difference(a, b, rtol=rtol, atol=atol)
+        outputs_ok &= ok
+        out_diff = max(out_diff, d)
+    names = sorted(ref.variables)
+    vars_ok, var_diff = max_difference([run.variables[n] for n in names], [ref.variables[n] for n in names],
+                                       rtol=rtol, atol=atol)
+    check = check_step_stats(run.metadata.step_stats, assignment.device)
+    sr = count_send_recv(run.metadata.partition_graphs, frozenset(g.names))
+    cl = cluster or default_cluster(placement)
+    if cl.num_devices < placement.num_devices:
+        raise PlacementError(f"the placement uses {placement.num_devices} devices but the cluster has "
+                             f"{cl.num_devices}")
+    effective = effective_assignment(g, assignment, devices)
+    fed = {split_tensor_name(f.name)[0] for f in model.feeds}
+    predicted, sim_tensors = _simulated(g, cl, effective, devices)
+    from_feeds = [t for t in sim_tensors if t[0] in fed]
+    only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
+    counts = np.bincount(effective, minlength=placement.num_devices)
+    return TFRunReport(
+        model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
+        ops_per_device=tuple(int(c) for c in counts), host_ops=assignment.host_ops,
+        regrouped=len(assignment.regrouped), steps=len(run.outputs), predicted_us=float(predicted),
+        measured_us=statistics.median(run.step_us), reference_us=statistics.median(ref.step_us),
+        placement_check=check, send_recv=sr, simulated_transfers=len(sim_tensors),
+        simulated_feed_transfers=len(from_feeds),
+        transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim),
+        outputs_match=outputs_ok, max_output_diff=out_diff, variables_match=vars_ok, max_variable_diff=var_diff,
+        variables_compared=len(names), losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),
+        soft_placement=soft_placement, finite=all_finite(run.outputs), samples_us=run.step_us,
+        cost_model=str(g.meta.get("costs", "")))

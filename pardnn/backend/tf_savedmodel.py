@@ -1,0 +1,113 @@
+"""Write a placed step as a GraphDef or a SavedModel that users load themselves (needs TensorFlow).
+
+`write_placed` picks the form from the output path:
+
+* ``*.pb`` / ``*.pbtxt``: the flat GraphDef with ``node.device`` set on every
+  node (`pardnn.backend.tf_rewrite`). Its variables are ``VarHandleOp``s
+  without values; the feeds, fetches and targets are those the graph file
+  records.
+* a directory (only for a SavedModel input): a TF1-style SavedModel with one
+  meta graph tagged ``train``, holding the placed graph with its devices
+  (``clear_devices=False``) and the variables' values in ``variables/``, and
+  a signature ``train_step`` whose inputs are the feeds (keyed by placeholder
+  name) and whose outputs are the fetches, each run after every target op
+  (the variable updates), so one call of the signature is one training step.
+
+Load it in a session that has the devices::
+
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 4})   # or real GPUs
+    with tf.compat.v1.Session(graph=tf.Graph(), config=config) as sess:
+        mg = tf.compat.v1.saved_model.load(sess, ["train"], "placed_model")
+        sig = mg.signature_def["train_step"]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from frontends.tensorflow._tf import tf
+from frontends.tensorflow.model import TFModel, split_tensor_name
+
+from ..errors import InputError, RuntimeFailure
+from .tf_devices import devices_needed
+from .tf_rewrite import write_graph_def
+from .tf_run import _first_line, build_program, session_config
+
+SIGNATURE = "train_step"
+TAGS = ("train",)
+
+
+def _graph_with_saver(model: TFModel, placed_gd, values: Mapping[str, np.ndarray]):
+    """The placed step (`tf_run.build_program`), its signature's tensors, and a saver of its variables."""
+    program = build_program(model, placed_gd, values)
+    graph = program.graph
+    with graph.as_default():
+        outputs = {}
+        for i, name in enumerate(model.fetches):
+            t = graph.get_tensor_by_name(name)
+            with tf.device(t.op.device), tf.control_dependencies(list(program.targets)):
+                key = split_tensor_name(name)[0].replace("/", "_") if len(model.fetches) > 1 else "output"
+                outputs[key] = tf.identity(t, name=f"pardnn_step/output_{i}")
+        inputs = {f.node: graph.get_tensor_by_name(f.name) for f in model.feeds}
+        # the saver takes a resource variable's read, and a reference variable itself
+        saved = {n: (t if t.op.type == "ReadVariableOp" else t.op.inputs[0]) for n, t in program.reads.items()}
+        saver = tf.compat.v1.train.Saver(var_list=saved, sharded=False, allow_empty=True) if saved else None
+    return graph, list(program.init_ops), dict(program.init_feeds), inputs, outputs, saver
+
+
+def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.ndarray], out_dir: str | Path
+                            ) -> Path:
+    """Write the placed step and its variables as a SavedModel (see the module docstring), atomically."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
+    graph, init_ops, init_feeds, inputs, outputs, saver = _graph_with_saver(model, placed_gd, values)
+    cpus = max(devices_needed([n.device for n in placed_gd.node if n.device], "cpu").values(), default=1)
+    # Soft placement only here: writing needs the variables, not the devices (a GPU placement is
+    # written on a host without GPUs); the devices written into the graph are the requested ones.
+    config = session_config(cpus=cpus, soft_placement=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = tmp / "model"
+    tf_log = tf.get_logger()
+    level = tf_log.level
+    tf_log.setLevel(logging.ERROR)   # the TF1 SavedModel builder's deprecation notices
+    try:
+        with tf.compat.v1.Session(graph=graph, config=config) as sess:
+            if init_ops:
+                sess.run(init_ops, feed_dict=init_feeds)
+            build = tf.compat.v1.saved_model.utils.build_tensor_info
+            sig = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
+                inputs={k: build(v) for k, v in inputs.items()}, outputs={k: build(v) for k, v in outputs.items()},
+                method_name=SIGNATURE)
+            builder = tf.compat.v1.saved_model.Builder(str(staging))
+            builder.add_meta_graph_and_variables(sess, list(TAGS), signature_def_map={SIGNATURE: sig},
+                                                 saver=saver, clear_devices=False, strip_default_attrs=True)
+            builder.save()
+        if out.exists():
+            out.rmdir()
+        os.replace(staging, out)
+    except tf.errors.OpError as exc:
+        raise RuntimeFailure(f"{out}: writing the placed SavedModel failed: {_first_line(exc)}") from None
+    finally:
+        tf_log.setLevel(level)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def write_placed(model: TFModel, placed_gd, values: Mapping[str, np.ndarray] | None, out: str | Path) -> Path:
+    """A ``.pb``/``.pbtxt`` GraphDef, or a SavedModel directory for a SavedModel input."""
+    p = Path(out)
+    if p.name.lower().endswith((".pb", ".pbtxt")):
+        return write_graph_def(placed_gd, p)
+    if model.source_format != "tensorflow-savedmodel":
+        raise InputError(f"{p}: a placed SavedModel is written for a SavedModel input; name a .pb or .pbtxt file "
+                         "to write the placed GraphDef")
+    return write_placed_savedmodel(model, placed_gd, values or {}, p)

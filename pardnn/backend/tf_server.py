@@ -1,0 +1,91 @@
+"""One task of a TensorFlow cluster: a ``tf.distribute.Server`` in a process of its own.
+
+``pardnn serve`` runs this on each host of a real cluster; `pardnn.backend.tf_cluster`
+starts one per task as a subprocess (``python -m pardnn.backend.tf_server``) for
+``pardnn run --local-cluster N``. The process
+
+1. splits the host CPU into ``--cpus`` logical devices before TensorFlow
+   initialises (and asks the server for them with ``device_count``);
+2. starts the server for ``--task`` of ``--job`` in the cluster spec;
+3. prints ``READY grpc://host:port`` (or ``FAILED <reason>``) on stdout;
+4. serves until killed, until ``--lifetime`` seconds have passed, or, with
+   ``--parent-pid``, until that process is gone. A server that cannot stop
+   its gRPC threads cleanly exits with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _spec(text: str) -> dict:
+    p = Path(text)
+    raw = p.read_text(encoding="utf-8") if not text.lstrip().startswith("{") and p.exists() else text
+    d = json.loads(raw)
+    return d.get("cluster", d) if isinstance(d, dict) else d
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m pardnn.backend.tf_server", description=__doc__.splitlines()[0])
+    ap.add_argument("--cluster-spec", required=True, help="JSON text or file: {\"worker\": [\"host:port\", ...]}")
+    ap.add_argument("--job", default="worker")
+    ap.add_argument("--task", type=int, required=True)
+    ap.add_argument("--cpus", type=int, default=0, help="logical CPU devices of this task (0: one)")
+    ap.add_argument("--lifetime", type=float, default=0.0, help="exit after this many seconds (0: never)")
+    ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
+    return ap
+
+
+def serve(cluster_spec: dict, job: str, task: int, *, cpus: int = 0, lifetime_s: float = 0.0,
+          parent_pid: int = 0, out=sys.stdout) -> int:
+    """Start the server and block (see the module docstring); the exit status."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        print(f"FAILED TensorFlow is not installed ({exc})", file=out, flush=True)
+        return 6
+    try:
+        if cpus > 1:
+            phys = tf.config.list_physical_devices("CPU")
+            tf.config.set_logical_device_configuration(phys[0], [tf.config.LogicalDeviceConfiguration()] * cpus)
+        config = tf.compat.v1.ConfigProto()
+        if cpus > 0:
+            config.device_count["CPU"] = cpus
+        config.gpu_options.allow_growth = True
+        server = tf.distribute.Server(tf.train.ClusterSpec(cluster_spec), job_name=job, task_index=task,
+                                      config=config, start=True)
+    except Exception as exc:   # any failure to start is reported as one line to the parent
+        text = str(exc).strip().splitlines()
+        print(f"FAILED {text[0] if text else type(exc).__name__}", file=out, flush=True)
+        return 5
+    print(f"READY {server.target}", file=out, flush=True)
+    start = time.monotonic()
+    while True:
+        time.sleep(0.2)
+        if lifetime_s and time.monotonic() - start > lifetime_s:
+            break
+        if parent_pid and os.getppid() != parent_pid:   # the parent is gone: we were re-parented
+            break
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        spec = _spec(args.cluster_spec)
+    except (OSError, ValueError) as exc:
+        print(f"FAILED cannot read the cluster spec: {exc}", flush=True)
+        os._exit(3)
+    code = serve(spec, args.job, args.task, cpus=args.cpus, lifetime_s=args.lifetime, parent_pid=args.parent_pid)
+    sys.stdout.flush()
+    os._exit(code)   # the gRPC server's threads never stop by themselves
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""The TensorFlow backend on real Keras models: placed runs on logical CPUs and on a 2-task local cluster.
+
+Every run here is real TensorFlow: the Keras training step (forward,
+GradientTape gradients, Adam) of a small Transformer and a small CNN is
+flattened, placed across devices, and run in a ``tf.compat.v1.Session`` with
+soft placement off. The checks compare against an all-on-device-0 run of the
+same graph and against Keras's own training step, read where each op ran
+from ``RunMetadata.step_stats``, and count TensorFlow's ``_Send``/``_Recv``
+pairs. Cluster servers run in subprocesses on 127.0.0.1, bounded in time and
+always stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from frontends.tensorflow import import_function, import_keras  # noqa: E402
+from frontends.tensorflow.keras_step import make_train_step  # noqa: E402
+from pardnn.api import partition  # noqa: E402
+from pardnn.backend import tf_run  # noqa: E402
+from pardnn.backend.tf_backend import run_on_cluster  # noqa: E402
+from pardnn.backend.tf_checks import check_step_stats, count_send_recv  # noqa: E402
+from pardnn.backend.tf_cluster import LocalCluster, TFClusterSpec  # noqa: E402
+from pardnn.backend.tf_devices import LocalTarget, map_devices  # noqa: E402
+from pardnn.backend.tf_rewrite import assign_devices, placed_graph_def  # noqa: E402
+from pardnn.backend.tf_step import place_step  # noqa: E402
+from pardnn.cli import cli  # noqa: E402
+from pardnn.cluster import Cluster  # noqa: E402
+from pardnn.errors import EXIT_INPUT, EXIT_RUNTIME, PlacementError, RuntimeFailure  # noqa: E402
+from pardnn.placement import Placement, save_placement  # noqa: E402
+
+from . import tf_models  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+MODELS = {"transformer": tf_models.transformer, "cnn": tf_models.cnn}
+LR = 1e-2
+
+
+def scattered(g, k: int) -> Placement:
+    """Placement unit ``u`` on device ``u % k``: groups whole, most edges cross devices (a hard case)."""
+    return Placement(g.unit % k, tuple(f"/device:GPU:{i}" for i in range(k)), g.name)
+
+
+def keras_losses(build, steps: int) -> list[float]:
+    """The losses of Keras's own training step on a fresh copy of the model (same seed, same batch)."""
+    model, loss, batch = build(keras)
+    opt = keras.optimizers.Adam(LR)
+    opt.build(model.trainable_variables)
+    step = make_train_step(model, loss, opt)
+    return [float(step(*batch)) for _ in range(steps)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_keras_names():
+    """Keras numbers layer and optimizer names per process; leave the counters as other modules expect them."""
+    keras.backend.clear_session()
+    yield
+    keras.backend.clear_session()
+
+
+@pytest.fixture(scope="module")
+def imports():
+    out = {}
+    for name, build in MODELS.items():
+        model, loss, batch = build(keras)
+        out[name] = import_keras(model, loss, keras.optimizers.Adam(LR), batch)
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_runs(imports):
+    """Each model placed over 4 logical CPU devices, 2 timed steps (4 steps compared in all)."""
+    return {name: tf_run.run_placed(imp, scattered(imp.graph, 4), steps=2) for name, imp in imports.items()}
+
+
+# ---------------------------------------------------------------------------
+# rewrite
+# ---------------------------------------------------------------------------
+
+def test_rewrite_sets_every_device_and_keeps_split_groups_with_their_variable(imports):
+    g = imports["cnn"].graph
+    pl = scattered(g, 2)
+    gid = next(i for i, m in enumerate(g.groups) if m.size >= 3)
+    members = g.groups[gid]
+    anchor = g.id(g.group_names[gid])                       # the variable the group is named after
+    split = pl.assignment.copy()
+    split[members] = 0
+    split[anchor] = 1                                       # the variable alone on device 1
+    devices = ("/device:GPU:0", "/device:GPU:1")
+    a = assign_devices(g, Placement(split, devices, g.name), devices)
+    assert {a.device[g.names[v]] for v in members} == {"/device:GPU:1"}
+    assert len(a.regrouped) == members.size - 1
+    placed = placed_graph_def(imports["cnn"].model.graph_def, a)
+    assert all(n.device == a.device[n.name] for n in placed.node)
+    assert {n.device for n in placed.node} == set(devices)
+
+
+def test_host_ops_go_to_the_cpu_of_device_zeros_task_not_device_zero():
+    v = tf.Variable(tf.ones((3,)), name="counter_w")
+
+    @tf.function
+    def step(x):
+        tf.print("step", x[0])                              # PrintV2 and StringFormat: host-only ops
+        v.assign_add(x)
+        return tf.reduce_sum(v)
+
+    imp = import_function(step, np.ones(3, "float32"))
+    g = imp.graph
+    host = [g.names[i] for i in range(g.num_nodes) if (g.node_extra[i] or {}).get("host")]
+    assert host and all(g.ops[g.index[h]] in ("PrintV2", "StringFormat") for h in host)
+    devices = map_devices(("/device:GPU:0", "/device:GPU:1"), LocalTarget("gpu", available=2))
+    a = assign_devices(g, Placement(np.ones(g.num_nodes, np.int64), ("/device:GPU:0", "/device:GPU:1")), devices)
+    assert {a.device[h] for h in host} == {"/device:CPU:0"} and a.host_ops == len(host)
+    assert {a.device[n] for n in g.names if n not in host} == {"/device:GPU:1"}
+
+
+# ---------------------------------------------------------------------------
+# one host, 4 logical CPU devices
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_four_logical_cpus_reproduce_single_device_losses(name, imports, local_runs):
+    r = local_runs[name]
+    g = imports[name].graph
+    assert r.mode == "cpu" and r.devices == tuple(f"/device:CPU:{i}" for i in range(4))
+    assert all(n > 0 for n in r.ops_per_device)
+    # the same numbers as the all-on-device-0 run of the same graph, step by step, and the same variables
+    assert r.outputs_match and r.variables_match and r.ok
+    assert r.steps == 4 and len(r.losses) == 4 and r.losses == r.reference_losses
+    assert r.variables_compared == sum(1 for op in g.ops if op == "VarHandleOp")
+    # and the same losses as Keras's own training step on a fresh copy of the model
+    np.testing.assert_allclose(r.losses, keras_losses(MODELS[name], 4), rtol=1e-5, atol=1e-6)
+    assert r.losses[-1] < r.losses[0]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_op_ran_on_its_assigned_device_and_transfers_match_the_simulator(name, imports, local_runs):
+    r = local_runs[name]
+    g = imports[name].graph
+    pc = r.placement_check
+    assert pc.moved == () and pc.checked + pc.untraced == g.num_nodes
+    assert pc.checked >= 0.95 * g.num_nodes                 # what is not traced: feeds, copied constants
+    sr = r.send_recv
+    assert sr.data > 50 and sr.feed >= 1
+    # every tensor TensorFlow sent between devices is a transfer the machine model counts
+    assert r.transfers_only_tf == 0
+    assert r.simulated_transfers - r.simulated_feed_transfers == sr.data + r.transfers_only_simulated
+    assert r.predicted_us > 0 and r.measured_us > 0 and r.reference_us > 0
+
+
+def test_the_check_sees_ops_that_moved():
+    """With soft placement and only 2 CPU devices, ops placed on CPU:2 and CPU:3 move; the trace shows it."""
+    model, loss, batch = tf_models.mlp(keras)
+    imp = import_keras(model, loss, keras.optimizers.Adam(LR), batch)
+    g = imp.graph
+    pl = scattered(g, 4)
+    devices = map_devices(pl.devices, LocalTarget("cpu"))
+    a = assign_devices(g, pl, devices)
+    program = tf_run.build_program(imp.model, placed_graph_def(imp.model.graph_def, a),
+                                   tf_run.starting_values(imp.model))
+    run = tf_run.run_program(program, dict(imp.model.feed_values), steps=1,
+                             config=tf_run.session_config(cpus=2, soft_placement=True))
+    check = check_step_stats(run.metadata.step_stats, a.device)
+    wanted_elsewhere = {n for n, d in a.device.items() if d in ("/device:CPU:2", "/device:CPU:3")}
+    moved = {m[0] for m in check.moved}
+    assert moved and moved <= wanted_elsewhere
+    assert all(m[2].endswith(("CPU:0", "CPU:1")) for m in check.moved)
+
+
+def test_send_recv_pairs_of_a_hand_built_graph():
+    """
+    x (fed) --> mm [CPU:2] --> s [CPU:3] --> c [CPU:3] (fetched)
+                z [CPU:1] ..control..> c
+    TensorFlow: x arrives on the client's CPU:0 and is sent to CPU:2 (1 feed pair), mm crosses to CPU:3
+    (1 data pair), z's control edge crosses to CPU:3 (1 control pair), c goes back to CPU:0 (1 fetch pair).
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/device:CPU:2"):
+            x = tf.compat.v1.placeholder(tf.float32, (4, 4), name="x")
+            mm = tf.matmul(x, x, name="mm")
+        with tf.device("/device:CPU:1"):
+            z = tf.add(tf.constant(1.0, name="one"), 1.0, name="z")
+        with tf.device("/device:CPU:3"):
+            s = tf.reduce_sum(mm, name="s")
+            with tf.control_dependencies([z]):
+                c = tf.identity(s, name="c")
+    names = frozenset(op.name for op in graph.get_operations())
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    meta = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session(graph=graph, config=tf_run.session_config(cpus=4)) as sess:
+        assert sess.run(c, {x: np.ones((4, 4), "float32")}, options=options, run_metadata=meta) == 64.0
+    sr = count_send_recv(meta.partition_graphs, names)
+    assert (sr.data, sr.feed, sr.control, sr.fetch, sr.forward, sr.other) == (1, 1, 1, 1, 0, 0)
+    assert [t[:2] for t in sr.data_tensors] == [("mm", 0)] and sr.data_tensors[0][2].endswith("CPU:3")
+    expected = {op.name: op.device for op in graph.get_operations()}
+    check = check_step_stats(meta.step_stats, expected)
+    assert check.moved == () and {"mm", "s", "c", "z"} <= {n for n in expected} and check.checked >= 4
+
+
+def test_a_gpu_the_host_does_not_have_is_a_placement_error(imports):
+    imp = imports["cnn"]
+    with pytest.raises(PlacementError, match=r"needs GPU 0, but this host has 0 GPU"):
+        tf_run.run_placed(imp, scattered(imp.graph, 2), target=LocalTarget("gpu", available=0), steps=1)
+
+
+def test_a_placement_for_another_graph_is_a_placement_error(imports):
+    other = imports["transformer"].graph
+    with pytest.raises(PlacementError, match="made for another graph"):
+        tf_run.run_placed(imports["cnn"], scattered(other, 2), steps=1)
+
+
+# ---------------------------------------------------------------------------
+# Python API
+# ---------------------------------------------------------------------------
+
+def test_place_step_runs_keras_training_with_variables_on_their_devices():
+    model, loss, batch = tf_models.cnn(keras)
+    imp = import_keras(model, loss, keras.optimizers.Adam(LR), batch)
+    plan, _ = partition(imp.graph, Cluster.homogeneous(3), method="m-topo")
+    plan = scattered(imp.graph, 3) if len(set(plan.assignment.tolist())) < 2 else plan
+    with place_step(imp, plan) as step:
+        placed = [float(step(*batch)) for _ in range(3)]
+        devices = map_devices(plan.devices, LocalTarget("cpu"))
+        want = {n: devices[int(plan.assignment[imp.graph.index[n]])] for n in step.variable_devices}
+        assert step.variable_devices == want and len(set(want.values())) > 1
+        loss4, meta = step.run_traced(*batch)
+        assert check_step_stats(meta.step_stats, step.assignment.device).moved == ()
+        values = step.variable_values()
+        assert step.write_back() == len(imp.model.variable_objects) > 0
+    np.testing.assert_allclose(placed + [float(loss4)], keras_losses(tf_models.cnn, 4), rtol=1e-5, atol=1e-6)
+    kernel = model.get_layer("conv1").kernel
+    np.testing.assert_array_equal(kernel.numpy(), values["conv1/kernel"])
+
+
+def test_place_step_runs_a_custom_tf_function():
+    w = tf.Variable(np.arange(16, dtype="float32").reshape(4, 4) / 16, name="fn_w")
+    b = tf.Variable(np.zeros(4, "float32"), name="fn_b")
+
+    @tf.function
+    def step(x):
+        y = tf.tanh(tf.matmul(x, w) + b)
+        w.assign_sub(0.1 * tf.matmul(tf.transpose(x), y))
+        b.assign_add(0.01 * tf.reduce_sum(y, axis=0))
+        return tf.reduce_mean(y)
+
+    x = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4)
+    imp = import_function(step, x)
+    g = imp.graph
+    assign = np.zeros(g.num_nodes, np.int64)
+    assign[g.colocation == g.colocation[g.id("fn_b")]] = 1        # b and its ops on device 1
+    assign[g.id("MatMul")] = 1
+    with place_step(imp, Placement(assign, ("/device:GPU:0", "/device:GPU:1"), g.name)) as placed:
+        assert placed.variable_devices == {"fn_w": "/device:CPU:0", "fn_b": "/device:CPU:1"}
+        got = [float(placed(x)) for _ in range(3)]
+        final = placed.variable_values()
+    want = [float(step(x)) for _ in range(3)]                     # the eager tf.function, same start values
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(final["fn_w"], w.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# a 2-task cluster on 127.0.0.1
+# ---------------------------------------------------------------------------
+
+def test_two_task_local_cluster_reproduces_losses_and_always_shuts_down(imports, local_runs):
+    with LocalCluster(2, cpus_per_task=2, start_timeout_s=120, lifetime_s=300) as lc:
+        procs = lc.processes
+        assert all(t.startswith("127.0.0.1:") for t in lc.spec.tasks)
+        for name, imp in imports.items():
+            r = run_on_cluster(imp, scattered(imp.graph, 4), lc.spec, device_kind="cpu", steps=2)
+            assert r.mode == "cluster" and r.session_target == lc.spec.target
+            assert [d.split("/device:")[0] for d in r.devices] == ["/job:worker/replica:0/task:0"] * 2 + \
+                ["/job:worker/replica:0/task:1"] * 2
+            assert r.ok and r.placement_check.moved == () and r.placement_check.checked > 0.95 * imp.graph.num_nodes
+            assert r.losses == local_runs[name].losses          # the same numbers as on one host
+            # the same tensors cross devices as on one host (a cross-task tensor may take a second hop)
+            assert r.send_recv.data_tensors and r.send_recv.other == 0
+            assert [t[:2] for t in r.send_recv.data_tensors] == [t[:2] for t in local_runs[name].send_recv.data_tensors]
+            assert r.transfers_only_tf == 0
+        # 6 devices need 3 per task; these servers have 2 CPU devices each
+        g = imports["cnn"].graph
+        with pytest.raises(PlacementError, match=r"needs CPU:2 on task 0 \(127\.0\.0\.1:\d+\), which has 2"):
+            run_on_cluster(imports["cnn"], scattered(g, 6), lc.spec, device_kind="cpu", steps=1)
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_servers_stop_by_themselves_when_their_lifetime_is_over():
+    lc = LocalCluster(1, lifetime_s=1.0)
+    lc.start()
+    try:
+        proc = lc.processes[0]
+        proc.wait(timeout=30)
+        assert proc.returncode == 0
+    finally:
+        lc.close()
+
+
+def test_a_server_that_does_not_start_is_a_runtime_failure():
+    lc = LocalCluster(2, start_timeout_s=0.05)
+    with pytest.raises(RuntimeFailure, match=r"server of task 0 on 127\.0\.0\.1:\d+ did not start within 0\.05 s"):
+        lc.start()
+    assert lc.processes == []                                  # start() stopped what it had started
+
+
+def test_pardnn_serve_on_a_busy_port_fails_with_exit_code_5(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({"worker": [f"127.0.0.1:{port}"]}))
+        res = CliRunner().invoke(cli, ["serve", "--cluster-spec", str(spec), "--task", "0", "--lifetime", "5"])
+    assert res.exit_code == EXIT_RUNTIME and "did not start" in res.output
+
+
+def test_an_unreachable_task_is_a_runtime_failure(imports):
+    imp = imports["cnn"]
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{port.getsockname()[1]}"
+    port.close()                                               # nobody listens there now
+    with pytest.raises(RuntimeFailure, match=rf"task 0 of job 'worker' at {addr} is not reachable"):
+        run_on_cluster(imp, scattered(imp.graph, 2), TFClusterSpec((addr,)), steps=1, connect_timeout_s=2)
+
+
+# ---------------------------------------------------------------------------
+# the command line, in a fresh process (logical devices set up before TensorFlow starts)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cnn_savedmodel(tmp_path_factory):
+    return tf_models.save_keras_train_savedmodel(tf, keras, tf_models.cnn, tmp_path_factory.mktemp("sm") / "cnn")
+
+
+def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_savedmodel, tmp_path):
+    runner = CliRunner()
+    placement = tmp_path / "p.json"
+    res = runner.invoke(cli, ["-q", "partition", str(cnn_savedmodel), "--devices", "4", "--method", "m-topo",
+                              "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "placed.pbtxt"
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel),
+           str(placement), "--steps", "2", "--json", "--write", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["backend"] == "tensorflow" and report["mode"] == "cpu" and report["ok"]
+    assert report["ops_moved"] == 0 and report["outputs_match"] and report["variables_match"]
+    assert report["predicted_us"] > 0 and report["measured_us"] > 0
+    assert report["send_recv"]["data"] > 0 and report["transfers_only_tf"] == 0
+    from google.protobuf import text_format
+    gd = text_format.Parse(out.read_text(), tf.compat.v1.GraphDef())
+    assert {n.device for n in gd.node} <= {f"/device:CPU:{i}" for i in range(4)} and all(n.device for n in gd.node)
+
+
+def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel, tmp_path):
+    from frontends.tensorflow import import_tensorflow
+
+    imp = import_tensorflow(cnn_savedmodel)
+    pl = scattered(imp.graph, 3)
+    placement = tmp_path / "p.json"
+    save_placement(pl, imp.graph, placement)
+    res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
+                                   str(tmp_path / "placed"), "--device-kind", "cpu", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert summary["devices"] == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+    res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
+                                   str(tmp_path / "tasks.pbtxt"), "--tasks", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["devices"] == ["/job:worker/replica:0/task:0/device:CPU:0",
+                                                 "/job:worker/replica:0/task:0/device:CPU:1",
+                                                 "/job:worker/replica:0/task:1/device:CPU:0"]
+    local = tf_run.run_placed(imp, pl, steps=1)
+    batch = tf_run.feed_values(imp.model, None)
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 3}, allow_soft_placement=False)
+    with tf.compat.v1.Session(graph=tf.Graph(), config=config) as sess:
+        mg = tf.compat.v1.saved_model.load(sess, ["train"], str(tmp_path / "placed"))
+        sig = mg.signature_def["train_step"]
+        graph = sess.graph
+        devices = {op.name: op.device for op in graph.get_operations() if op.type == "VarHandleOp"}
+        assert devices and all(d == f"/device:CPU:{pl.assignment[imp.graph.index[n]]}" for n, d in devices.items())
+        feeds = {graph.get_tensor_by_name(sig.inputs[f.node].name): batch[f.name] for f in imp.model.feeds}
+        losses = [float(sess.run(sig.outputs["output"].name, feeds)) for _ in range(3)]
+    np.testing.assert_allclose(losses, local.losses, rtol=1e-6)
+
+
+def test_a_savedmodel_that_captures_a_constant_restores_every_variable(tmp_path):
+    """The Transformer's step captures its position indices as a constant beside the variables; the
+    variables still start from the SavedModel's values, so the run's first loss is Keras's first loss."""
+    from frontends.tensorflow import import_tensorflow
+
+    path = tf_models.save_keras_train_savedmodel(tf, keras, tf_models.transformer, tmp_path / "t")
+    imp = import_tensorflow(path)
+    values = imp.model.variable_values()
+    variables = [n.name for n in imp.model.graph_def.node if n.op == "VarHandleOp"]
+    assert set(values) == set(variables)
+    model, _, (x, y) = tf_models.transformer(keras)
+    np.testing.assert_array_equal(values["embed/embeddings"], model.get_layer("embed").embeddings.numpy())
+    batch = {imp.model.feeds[0].name: x, imp.model.feeds[1].name: y}
+    imp = dataclasses.replace(imp, model=dataclasses.replace(imp.model, feed_values=batch))
+    r = tf_run.run_placed(imp, scattered(imp.graph, 2), steps=1)
+    assert r.ok and r.finite
+    np.testing.assert_allclose(r.losses, keras_losses(tf_models.transformer, 3), rtol=1e-5)
+
+
+def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path, imports):
+    from frontends.tensorflow import import_tensorflow
+
+    g = import_tensorflow(cnn_savedmodel).graph
+    ok = tmp_path / "p.json"
+    save_placement(scattered(g, 2), g, ok)
+    other = tmp_path / "other.json"
+    save_placement(scattered(imports["transformer"].graph, 2), imports["transformer"].graph, other)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"worker": ["127.0.0.1:1"]}))
+    runner = CliRunner()
+    for args, code, msg in [
+        ([str(other)], EXIT_INPUT, "(the placement was made for graph"),
+        ([str(ok), "--device-kind", "gpu"], EXIT_INPUT, "needs GPU 0, but this host has 0 GPU"),
+        ([str(ok), "--cluster-spec", str(spec)], EXIT_RUNTIME, "at 127.0.0.1:1 is not reachable"),
+    ]:
+        res = runner.invoke(cli, ["-q", "run", str(cnn_savedmodel), *args])
+        assert res.exit_code == code, res.output
+        lines = [ln for ln in res.output.splitlines() if ln.startswith("pardnn: error:")]
+        assert len(lines) == 1 and msg in lines[0]
