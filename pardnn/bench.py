@@ -300,7 +300,10 @@ class BenchResult:
 
 def run_bench(sources: Sequence[GraphSource], *, methods: Sequence[str], ks: Sequence[int] = (2, 4, 8),
               regimes: Sequence[str] = REGIMES, ours: str, scaling: bool = True, scaling_max_nodes: int = 20_000,
-              max_nodes: int | None = None, progress: Progress | None = None) -> BenchResult:
+              max_nodes: int | None = None, scaling_graphs: Sequence[str] | None = None,
+              progress: Progress | None = None) -> BenchResult:
+    """Every method on every source, K and regime; ``scaling`` adds the capacity bisection on graphs up to
+    ``scaling_max_nodes`` (only those named in ``scaling_graphs`` when given)."""
     progress = progress or Progress.off()
     rows: list[Row] = []
     scal: list[ScalingRow] = []
@@ -324,7 +327,8 @@ def run_bench(sources: Sequence[GraphSource], *, methods: Sequence[str], ks: Seq
         for k in ks:
             for regime in regimes:
                 rows.extend(run_case(g, source, k, regime, regime_capacity(regime, peak1, k, need), methods))
-            if scaling and g.num_nodes <= scaling_max_nodes:
+            if scaling and g.num_nodes <= scaling_max_nodes and (scaling_graphs is None
+                                                                 or source.name in scaling_graphs):
                 lo = max(need / peak1, 1.0 / k) if peak1 else 1.0 / k
                 for m in methods:
                     frac, ms = min_feasible_fraction(g, m, k, peak1, lo=min(lo, 2.0))

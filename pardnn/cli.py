@@ -532,6 +532,8 @@ def _default_data_dir() -> Path | None:
               help="Also find each method's smallest feasible memory capacity by bisection.")
 @click.option("--scaling-max-nodes", default=20000, show_default=True,
               help="Only run the memory-scaling bisection on graphs up to this size.")
+@click.option("--scaling-graphs", help="Only run the memory-scaling bisection on these graphs (comma list of names "
+              "as the tables print them, e.g. msr/op/bert_l-6_training,pipedream/resnet50).")
 @click.option("-o", "--output", "outdir", default="bench-out", show_default=True, type=click.Path(file_okay=False),
               help="Directory for results.csv, results.json, scaling.csv and makespan.png.")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the tables as Markdown here "
@@ -541,7 +543,7 @@ def _default_data_dir() -> Path | None:
               help="Also write the tables and plots as one HTML page here.")
 @click.pass_context
 def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthetic_sizes, max_nodes, scaling,
-          scaling_max_nodes, outdir, markdown, tables, report_path) -> None:
+          scaling_max_nodes, scaling_graphs, outdir, markdown, tables, report_path) -> None:
     """Run every placer on a suite of graphs and compare them with the machine model.
 
     Prints a table per case (makespan, feasibility, peak memory against
@@ -577,8 +579,14 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     samples_dir = Path(__file__).resolve().parent.parent / "sample_graphs"
     sources = B.suite(suite, data_dir=data, samples_dir=samples_dir,
                       synthetic_sizes=_list_of(int, synthetic_sizes, "--synthetic-sizes"))
+    if scaling_graphs:
+        missing = sorted(set(x.strip() for x in scaling_graphs.split(",")) - {src.name for src in sources})
+        if missing:
+            raise click.BadParameter(f"no graph named {', '.join(missing)} in the {suite!r} suite",
+                                     param_hint="--scaling-graphs")
     result = B.run_bench(sources, methods=names, ks=k_list, regimes=regime_list, ours=DEFAULT_METHOD,
                          scaling=scaling, scaling_max_nodes=scaling_max_nodes, max_nodes=max_nodes,
+                         scaling_graphs=[x.strip() for x in scaling_graphs.split(",")] if scaling_graphs else None,
                          progress=ctx.obj["progress"])
     if tables:
         click.echo(B.case_tables(result))

@@ -42,7 +42,8 @@ def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
         passes.append(Refine(max_evals=o.refine_evals))
     passes.append(FitMemory(heuristic=o.memory_heuristic))
     if o.refine:
-        passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True, only_after_changes_by="memory"))
+        passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True, only_after_changes_by="memory",
+                                    min_evals=40))
     return Pipeline(tuple(passes))
 
 

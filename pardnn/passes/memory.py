@@ -368,7 +368,7 @@ class FitMemory:
         # candidate B: heuristic II's path split, then the same repair
         if self.split_fallback:
             split = memory_split(g, cluster, ev)
-            candidates["split"] = self._repair(g, cluster, cm, units, ev, split, "knapsack")
+            candidates["split"] = self._repair(g, cluster, cm, units, ev, split, heuristic)
         # the fastest feasible plan, else the least overflowing
         name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
         moved = int(np.count_nonzero(dev != dev0))

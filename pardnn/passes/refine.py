@@ -51,11 +51,11 @@ from ..pipeline import PlanState
 EDGE, DEVICE = 0, 1
 
 
-def default_budget(g: OpGraph) -> int:
+def default_budget(g: OpGraph, *, floor: int = 100) -> int:
     """Simulations allowed: about 2e7 / (V + E), so refinement time stays roughly flat across sizes,
     between a floor for large graphs and a ceiling for tiny ones."""
     size = g.num_nodes + g.num_edges
-    return int(np.clip(2e7 / max(size, 1), 100, 20000))
+    return int(np.clip(2e7 / max(size, 1), floor, 20000))
 
 
 @dataclass(frozen=True, eq=False)
@@ -306,6 +306,11 @@ class Refine:
     it starts from fits). After step 2 it is True: refinement recovers time without undoing the memory pass."""
     kicks: bool = True
     """When descent stalls with budget left, perturb the best plan and descend again (iterated local search)."""
+    stale_kicks: int = 40
+    """Stop after this many kicks in a row that did not improve the best plan (small graphs converge long
+    before their budget is spent)."""
+    min_evals: int = 100
+    """The budget's floor on large graphs (see `default_budget`)."""
     only_after_changes_by: str | None = None
     """Skip the pass when the named earlier pass left the plan unchanged (its stats say units_moved=0)."""
 
@@ -316,7 +321,7 @@ class Refine:
             return state
         if self.only_after_changes_by and not state.stats.get(self.only_after_changes_by, {}).get("units_moved"):
             return state.with_stats(self.name, skipped=f"{self.only_after_changes_by} changed nothing")
-        budget = self.max_evals if self.max_evals is not None else default_budget(g)
+        budget = self.max_evals if self.max_evals is not None else default_budget(g, floor=self.min_evals)
         cm = CostModel.build(g, cluster)
         mover = _Mover(g, state.clustering)
         bounded = bool(np.isfinite(cluster.capacity).any())
@@ -362,13 +367,17 @@ class Refine:
         totals = {"accepted": 0, "rounds": 0, "kicks": 0}
         rng = np.random.default_rng(12345)
         cur, cur_s = best, best_s
+        stale = 0
         while ev.evaluations < budget:
             cur, cur_s, cur_ms = self._descend(g, cluster, cm, mover, ev, cur, cur_s, budget, check_memory, kinds,
                                                totals)
             # a kicked plan may break a memory limit: only a plan that fits can become the best
             if cur_ms < best_ms - 1e-9 and (not check_memory or cur_s.feasible):
                 best, best_s, best_ms = cur, cur_s, cur_ms
-            if ev.evaluations >= budget or not self.kicks:
+                stale = 0
+            else:
+                stale += 1
+            if ev.evaluations >= budget or not self.kicks or stale > self.stale_kicks:
                 break
             kicked = self._kick(g, cluster, mover, best, best_s, rng)
             if kicked is None:
