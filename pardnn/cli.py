@@ -318,7 +318,7 @@ def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float |
     lines = [title]
     speedup = serial / sched.makespan_us if sched.makespan_us > 0 else 1.0
     lines.append(f"predicted step time  {format_time(sched.makespan_us)}  "
-                 f"({speedup:.2f}x the serial compute time {format_time(serial)})")
+                 f"(speedup {speedup:.2f}x over all compute in series, {format_time(serial)})")
     if seconds is not None:
         lines.append(f"placement time       {seconds:.2f} s")
     lines.append(f"transfers            {len(sched.transfers):,} ({format_bytes(sched.bytes_moved())})")

@@ -109,3 +109,17 @@ def test_quiet_silences_and_verbose_shows_stage_timings(tmp_path):
     assert r.exit_code == 0 and r.stderr == ""
     r = run("-v", "info", GNMT)
     assert "pardnn: reading" in r.stderr
+
+
+def test_bench_scaling_runs_only_on_the_named_graphs(tmp_path):
+    args = ("bench", "--suite", "samples", "--max-nodes", 100, "--k", 2, "--regimes", "tight",
+            "--methods", "pardnn,m-topo", "--no-tables", "-o", tmp_path / "out")
+    r = run(*args, "--scaling-graphs", "no_such_graph")
+    assert r.exit_code == 2 and "no_such_graph" in r.output
+    r = run(*args, "--scaling-graphs", "pipedream_gnmt")
+    assert r.exit_code == 0, r.output
+    scaling = json.loads((tmp_path / "out" / "results.json").read_text())["scaling"]
+    assert sorted((s["graph"], s["method"]) for s in scaling) == [("pipedream_gnmt", "m-topo"),
+                                                                  ("pipedream_gnmt", "pardnn")]
+    # each answer lies inside the bisection's range (None: infeasible even at 2x the single-device peak)
+    assert all(s["min_fraction"] is None or 0 < s["min_fraction"] <= 2.0 for s in scaling)
