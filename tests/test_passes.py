@@ -271,6 +271,24 @@ def test_memory_split_cuts_where_the_simulated_peak_fits():
     assert simulate(g, c, dev).feasible
 
 
+def test_memory_pass_keeps_the_fastest_fitting_candidate_and_hands_on_the_others():
+    """The chain of `test_memory_split_cuts_where_the_simulated_peak_fits`: 150 B persistent per op,
+    3 devices of 700 B. Every candidate (repair, split, compact) is scored; the chosen one is the
+    fastest that fits, and the other fitting plans go on to the memory-aware refinement."""
+    n = 8
+    g = tiny([(f"n{i}", 1, 100, {"persistent_bytes": 150}) for i in range(n)],
+             [(f"n{i}", f"n{i + 1}") for i in range(n - 1)])
+    c = Cluster.homogeneous(3, memory_bytes=700)
+    state = Pipeline((Slice(), Map(), FitMemory())).run(g, c, PlanState())[0]
+    stats = state.stats["memory"]
+    assert set(stats["candidates"]) == {"repair", "split", "compact"}
+    fitting = {k: v["makespan_us"] for k, v in stats["candidates"].items() if v["overflow"] <= 0}
+    assert stats["chosen"] == min(fitting, key=fitting.get)
+    assert simulate(g, c, state.assignment).feasible
+    assert len(state.alternatives) == len(fitting) - 1
+    assert all(simulate(g, c, alt).feasible for alt in state.alternatives)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.sampled_from([0.6, 1.0, 1.5]))
 def test_with_memory_limits_the_result_is_feasible_or_the_error_says_so(case, scale):

@@ -341,6 +341,8 @@ class FitMemory:
     knapsack_max_nodes: int = 30_000
     """auto uses the knapsack up to this many nodes."""
     max_iterations: int = 60
+    compact_fallback: bool = True
+    """On graphs up to ``knapsack_max_nodes``, also repair the all-on-the-fastest-device plan and keep the best."""
     split_fallback: bool = True
     """When moves alone do not fit, also try heuristic II's path split (`memory_split`) and keep the better."""
 
@@ -369,10 +371,23 @@ class FitMemory:
         if self.split_fallback:
             split = memory_split(g, cluster, ev)
             candidates["split"] = self._repair(g, cluster, cm, units, ev, split, heuristic)
+        # candidate C (small graphs): everything on the fastest device, then the same repair. When memory
+        # binds everywhere, shedding the cheapest bytes (weights and optimizer state with little compute)
+        # from a serial plan can beat repairing a parallel one that pays in transfers.
+        if self.compact_fallback and g.num_nodes <= self.knapsack_max_nodes:
+            from .mapping import device_order
+
+            pins = unit_pins(g)[g.unit]
+            compact = np.where(pins >= 0, pins, int(device_order(cluster)[0]))
+            candidates["compact"] = self._repair(g, cluster, cm, units, ev, compact, "knapsack")
         # the fastest feasible plan, else the least overflowing
         name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
         moved = int(np.count_nonzero(dev != dev0))
-        return state.replace(assignment=dev, makespan_us=float(s.makespan_us)).with_stats(
+        # the other plans that fit are handed on: the memory-aware refinement starts from each of them
+        others = sorted((v[0][1], k) for k, v in candidates.items() if k != name and v[0][0] <= 0)
+        alternatives = tuple(candidates[k][1] for _, k in others)
+        return state.replace(assignment=dev, makespan_us=float(s.makespan_us),
+                             alternatives=alternatives).with_stats(
             self.name, heuristic=heuristic, chosen=name, units_moved=moved, overflow_before=start_over,
             overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations,
             candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1]} for k, v in candidates.items()})
