@@ -315,7 +315,7 @@ def load_pardnn_dot(path: str | Path, *, sizes: str | Path | None = None, durati
     model = name or p.name.split(".")[0].replace("_dot", "")
     b = GraphBuilder(f"pardnn-{model}", source=str(p))
     b.meta = {"source_format": "pardnn-dot", "source_file": p.name, "cut_back_edges": cut, "pruned_nodes": pruned, "skipped_size_lines": skipped,
-              "sizes_file": str(sizes) if sizes else None,
+              "sizes_file": Path(sizes).name if sizes else None,
               "duration_source": ("timelines" if timelines else "durations" if durations else "none")}
     for n in names:
         t = duration(n)
