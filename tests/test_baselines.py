@@ -308,6 +308,20 @@ def test_m_metis_splits_memory_by_capacity():
     assert np.bincount(p.assignment).tolist() == [8, 8]
 
 
+def test_metis_with_fewer_units_than_devices_gives_each_unit_a_device(capfd):
+    """Three independent ops, four devices: METIS itself cannot make more parts than vertices (it prints
+    an error and its answer then varies from run to run), so each unit gets a device of its own."""
+    pytest.importorskip("pymetis")
+    g = tiny([("x", 5, 0, {"persistent_bytes": 10}), ("y", 5), ("z", 5)], [])
+    c = Cluster.homogeneous(4)
+    for place in (metis.place, metis.place_m):
+        p = place(g, c)
+        assert sorted(p.assignment.tolist()) == [0, 1, 2]
+        assert all(place(g, c).same_as(p) for _ in range(20))
+        checked(g, c, p)
+    assert "too many parts" not in capfd.readouterr().out
+
+
 def test_metis_moves_pinned_units_after_matching_parts_to_devices():
     pytest.importorskip("pymetis")
     g = two_chains(group=False)

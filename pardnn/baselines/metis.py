@@ -124,6 +124,10 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     U = int(g.unit.max()) + 1 if g.num_nodes else 0
     if K == 1 or U == 0:
         return np.zeros(U, dtype=np.int64)
+    if U < K:
+        # METIS cannot make more parts than vertices (it prints an error, and its answer then depends on
+        # uninitialised memory): the balanced answer is one unit per part
+        return np.arange(U, dtype=np.int64)
     pymetis = _pymetis()
     A = unit_graph(g, cluster)
     weights = [_int_weights(np.bincount(g.unit, weights=g.time_us, minlength=U))]
