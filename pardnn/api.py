@@ -96,6 +96,12 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
     true minimum (None when even 64x does not fit within the budget).
     """
     cap = cluster.capacity
+    if method == DEFAULT_METHOD:
+        # the memory-aware refinement never changes whether a plan fits: skip it in the probes
+        from dataclasses import replace
+
+        from .partitioner import PardnnOptions
+        options = replace(options or PardnnOptions(), refine_memory=False)
 
     def fits(scale: float) -> bool:
         scaled = cluster.with_memory([None if not np.isfinite(c) else int(np.ceil(c * scale)) for c in cap])

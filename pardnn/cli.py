@@ -361,6 +361,9 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("--time-passes", is_flag=True, help="Print each pipeline pass's time on stderr.")
 @click.option("--memory-heuristic", type=click.Choice(["auto", "knapsack", "residual"]), default="auto",
               show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
+@click.option("--refine-evals", type=click.IntRange(min=0), default=None,
+              help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size, "
+                   "about 6e7 / (nodes + edges)); fewer is faster, more may place better. 0 skips refinement.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
@@ -369,7 +372,7 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
               latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
-              memory_heuristic: str, capacity_search: bool, report_path, fmt, signature,
+              memory_heuristic: str, refine_evals, capacity_search: bool, report_path, fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -403,7 +406,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         from .partitioner import PardnnOptions
         plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
                                     progress=progress, timings=timings,
-                                    options=PardnnOptions(memory_heuristic=memory_heuristic),
+                                    options=PardnnOptions(memory_heuristic=memory_heuristic,
+                                                          refine_evals=refine_evals, refine=refine_evals != 0),
                                     search_capacity=capacity_search)
     seconds = time.perf_counter() - t0
     if time_passes and timings:

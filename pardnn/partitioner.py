@@ -31,6 +31,9 @@ class PardnnOptions:
     try_fewer_devices: bool = True
     """Let the mapping use fewer devices when that is faster."""
     refine: bool = True
+    refine_memory: bool = True
+    """Run the memory-aware refinement after step 2. It never changes whether a plan fits, so the
+    capacity search skips it."""
     memory_heuristic: str = "auto"
     """Step 2's heuristic: knapsack (I), residual (II) or auto (by graph size)."""
 
@@ -41,9 +44,10 @@ def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
     if o.refine:
         passes.append(Refine(max_evals=o.refine_evals))
     passes.append(FitMemory(heuristic=o.memory_heuristic))
-    if o.refine:
+    if o.refine and o.refine_memory:
+        # after step 2 the plain budget (no small-graph boost): it recovers time from a refined plan
         passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True, only_after_changes_by="memory",
-                                    min_evals=40))
+                                    min_evals=40, boost=1.0))
     return Pipeline(tuple(passes))
 
 

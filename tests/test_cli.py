@@ -162,3 +162,20 @@ def test_verbose_logs_stage_timings_and_quiet_silences(tmp_path, graph_file):
     assert "pardnn: reading" in r.stderr and "placing 6 ops with pardnn:" in r.stderr
     r = run("-q", "partition", graph_file, "-k", 2, "-o", tmp_path / "p.json")
     assert r.exit_code == 0 and r.stderr == ""
+
+
+def test_refine_evals_bounds_the_refinement(tmp_path):
+    """--refine-evals 0 skips refinement; a budget lets it run, and it never makes the step slower."""
+    from .conftest import SAMPLES
+
+    sample = SAMPLES / "pipedream_gnmt.json.gz"
+    times = {}
+    for evals in (0, 50):
+        r = run("partition", sample, "-k", 4, "--refine-evals", evals, "--time-passes", "--json",
+                "-o", tmp_path / f"p{evals}.json")
+        assert r.exit_code == 0, r.output
+        passes = [line.split()[0] for line in r.stderr.splitlines() if line[:1].isalpha()]
+        assert ("refine" in passes) == (evals > 0), r.stderr
+        times[evals] = json.loads(r.stdout)["makespan_us"]
+    assert times[50] <= times[0]
+    assert run("partition", sample, "-k", 4, "--refine-evals", -1, "-o", tmp_path / "x.json").exit_code == EXIT_USAGE
