@@ -407,7 +407,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
                                     progress=progress, timings=timings,
                                     options=PardnnOptions(memory_heuristic=memory_heuristic,
-                                                          refine_evals=refine_evals, refine=refine_evals != 0),
+                                                          refine_evals=refine_evals),
                                     search_capacity=capacity_search)
     seconds = time.perf_counter() - t0
     if time_passes and timings:

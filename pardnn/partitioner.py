@@ -25,7 +25,7 @@ METHOD = "pardnn"
 @dataclass(frozen=True)
 class PardnnOptions:
     refine_evals: int | None = None
-    """Simulations the refinement may spend (default: by graph size)."""
+    """Simulations the refinement may spend (default: by graph size; 0 leaves refinement out)."""
     comm_weight: float = 1.0
     """Weight of communication in the mapping's load balancing (0: ParDNN's pure tie-break)."""
     try_fewer_devices: bool = True
@@ -40,11 +40,12 @@ class PardnnOptions:
 
 def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
     o = options or PardnnOptions()
+    refine = o.refine and o.refine_evals != 0
     passes = [Slice(), Map(comm_weight=o.comm_weight, try_fewer_devices=o.try_fewer_devices)]
-    if o.refine:
+    if refine:
         passes.append(Refine(max_evals=o.refine_evals))
     passes.append(FitMemory(heuristic=o.memory_heuristic))
-    if o.refine and o.refine_memory:
+    if refine and o.refine_memory:
         # after step 2 the plain budget (no small-graph boost): it recovers time from a refined plan
         passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True, only_after_changes_by="memory",
                                     min_evals=40, boost=1.0))

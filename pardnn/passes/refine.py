@@ -45,7 +45,7 @@ from ..cluster import Cluster
 from ..costs import CostModel
 from ..evaluate import Evaluator
 from ..ir import OpGraph
-from ..machine import Schedule
+from ..machine import Schedule, simulate
 from ..pipeline import PlanState
 
 EDGE, DEVICE = 0, 1
@@ -333,11 +333,16 @@ class Refine:
             return state.with_stats(self.name, skipped=f"{self.only_after_changes_by} changed nothing")
         bounded = bool(np.isfinite(cluster.capacity).any())
         budget = self.max_evals
+        first = None     # the start's schedule with memory, when the budget needed it; the search reuses it
         if budget is None:
             floor = self.min_evals
-            if bounded and not Evaluator(g, cluster).schedule(state.assignment, memory=True).feasible:
-                floor = min(floor, self.overflow_floor)
+            if bounded:
+                first = simulate(g, cluster, state.assignment, memory=True)
+                if not first.feasible:
+                    floor = min(floor, self.overflow_floor)
             budget = default_budget(g, floor=floor, boost=self.boost)
+        if self.respect_memory is False:
+            first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
         mover = _Mover(g, state.clustering)
         starts = [state.assignment] + list(state.alternatives)
@@ -345,8 +350,8 @@ class Refine:
         results = []
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
         used = 0
-        for dev in starts:
-            r = self._search(g, cluster, cm, mover, dev, share, bounded)
+        for i, dev in enumerate(starts):
+            r = self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None)
             used += r["evaluations"]
             results.append(r)
         valid = [r for r in results if r.get("skipped") is None]
@@ -364,15 +369,19 @@ class Refine:
         return state.replace(assignment=best["assignment"], makespan_us=best["after_us"],
                              alternatives=()).with_stats(self.name, **stats)
 
-    def _search(self, g, cluster, cm, mover, start, budget, bounded) -> dict:
+    def _search(self, g, cluster, cm, mover, start, budget, bounded, start_schedule=None) -> dict:
         """Iterated local search from ``start`` with ``budget`` evaluations.
 
         Descend with the move ladder until no neighbourhood helps; while budget remains, perturb the
         best plan (a few units near its critical chain sent to other devices, from a fixed seed) and
-        descend again, keeping the best plan seen.
+        descend again, keeping the best plan seen. ``start_schedule``, when given, is ``start``'s
+        schedule as this search would simulate it; it still counts as one evaluation.
         """
         ev = Evaluator(g, cluster)
-        s = ev.schedule(start, memory=bounded and self.respect_memory is not False)
+        if start_schedule is None:
+            s = ev.schedule(start, memory=bounded and self.respect_memory is not False)
+        else:
+            s, ev.evaluations = start_schedule, 1
         if self.respect_memory is True and bounded and not s.feasible:
             return {"skipped": "the plan does not fit memory", "evaluations": ev.evaluations}
         check_memory = bounded and (self.respect_memory is True or (self.respect_memory == "auto" and s.feasible))
