@@ -34,7 +34,7 @@ from ..analysis import topological_levels
 from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
 from ..costs import CostModel
-from ..evaluate import Evaluator
+from ..evaluator import Evaluator
 from ..ir import OpGraph
 from .memory import shortfall_key
 from ..pipeline import PlanState

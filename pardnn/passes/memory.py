@@ -39,7 +39,7 @@ import numpy as np
 from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
 from ..costs import CostModel
-from ..evaluate import Evaluator
+from ..evaluator import Evaluator
 from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, Schedule
 from ..pipeline import PlanState

@@ -43,7 +43,7 @@ import numpy as np
 from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
 from ..costs import CostModel
-from ..evaluate import Evaluator
+from ..evaluator import Evaluator
 from ..ir import OpGraph
 from ..machine import Schedule, simulate
 from ..pipeline import PlanState
