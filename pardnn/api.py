@@ -88,13 +88,16 @@ def _place(g: OpGraph, cluster: Cluster, method: str, options, progress, timings
 
 
 def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, options=None,
-                            max_runs: int = 10, rel_tol: float = 0.02) -> float | None:
+                            max_runs: int = 10, rel_tol: float = 0.02, progress=None) -> float | None:
     """The smallest factor by which every device's memory must grow for ``method`` to fit ``g``.
 
     Doubles the capacities until a placement fits (at most 64x), then bisects down to ``rel_tol``.
     Each probe is a full placement, so at most ``max_runs`` are made; the answer is an upper bound on the
-    true minimum (None when even 64x does not fit within the budget).
+    true minimum (None when even 64x does not fit within the budget). ``progress`` shows each probe.
     """
+    from .progress import Progress
+
+    progress = progress or Progress.off()
     cap = cluster.capacity
     if method == DEFAULT_METHOD:
         # the memory-aware refinement never changes whether a plan fits: skip it in the probes
@@ -105,7 +108,8 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
 
     def fits(scale: float) -> bool:
         scaled = cluster.with_memory([None if not np.isfinite(c) else int(np.ceil(c * scale)) for c in cap])
-        return simulate(g, scaled, _place(g, scaled, method, options, None, None)).feasible
+        with progress.stage(f"capacity search {runs}/{max_runs} ({scale:.2f}x memory)"):
+            return simulate(g, scaled, _place(g, scaled, method, options, None, None)).feasible
 
     runs = 0
     lo, hi = 1.0, 2.0
@@ -154,7 +158,7 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
         message = infeasible_message(g, cluster, sched, method)
         min_cap = None
         if search_capacity and any(v.kind == "memory" for v in sched.violations):
-            scale = smallest_feasible_scale(g, cluster, method=method, options=options)
+            scale = smallest_feasible_scale(g, cluster, method=method, options=options, progress=progress)
             finite = cluster.capacity[np.isfinite(cluster.capacity)]
             if scale is not None and finite.size:
                 min_cap = int(np.ceil(finite.max() * scale))

@@ -224,9 +224,13 @@ def profile_times(model: onnx.ModelProto, feeds: Mapping, steps: int, *, provide
     with tempfile.TemporaryDirectory(prefix="pardnn-ort-profile-") as tmp:
         sess = make_session(model, providers=providers, profile_prefix=str(Path(tmp) / "ort"))
         from pardnn.errors import RuntimeFailure
+        from pardnn.progress import note, substage
         try:
-            for _ in range(steps + 1):
-                sess.run(None, dict(feeds))
+            with substage("profiling: warm-up run"):
+                for i in range(steps + 1):
+                    if i:
+                        note(f"profiling run {i} of {steps}")
+                    sess.run(None, dict(feeds))
         except Exception as exc:
             raise RuntimeFailure(f"onnxruntime run failed while profiling: {' '.join(str(exc).split())[:400]}") \
                 from None

@@ -46,6 +46,7 @@ import numpy as np
 
 from frontends.common import robust_average
 from pardnn.errors import InputError, RuntimeFailure
+from pardnn.progress import note, substage
 
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
@@ -158,13 +159,14 @@ def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) ->
     persistent: dict[str, int] = {}
     step_ms: list[float] = []
     device = ""
-    with tf.compat.v1.Session(graph=graph, config=session_config()) as sess:
+    with tf.compat.v1.Session(graph=graph, config=session_config()) as sess, substage("profiling: warm-up step"):
         try:
             if assigns:
                 sess.run(assigns, feed_dict=init_feeds)
             sess.run(fetches, feed_dict=batch)
             options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
             for step in range(steps):
+                note(f"profiling step {step + 1} of {steps}")
                 meta = tf.compat.v1.RunMetadata()
                 t0 = time.perf_counter()
                 sess.run(fetches, feed_dict=batch, options=options, run_metadata=meta)
