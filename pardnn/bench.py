@@ -412,7 +412,7 @@ def write_outputs(result: BenchResult, outdir: Path) -> list[Path]:
     return paths
 
 
-def plot_makespans(result: BenchResult, path: Path) -> Path | None:
+def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.BytesIO | None:
     """Makespan of each method relative to the best feasible one, per graph (loose regime, largest K)."""
     try:
         import matplotlib
@@ -449,9 +449,15 @@ def plot_makespans(result: BenchResult, path: Path) -> Path | None:
         ax.set_title(f"{regime} memory, K={k} (missing bar: infeasible; clipped at 2x)")
         ax.legend(ncol=min(8, len(methods)), fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if not isinstance(path, (str, Path)):     # a file object (the HTML report embeds the plot)
+        fig.savefig(path, format="png", dpi=110)
+        plt.close(fig)
+        return path
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    return path
+    from .fileio import atomic_write
+    return atomic_write(path, buf.getvalue())
 
 
 def markdown_report(result: BenchResult, *, command: str, machine: str = "") -> str:

@@ -19,9 +19,9 @@ import numpy as np
 
 from . import __version__
 from .cluster import Cluster, Device, load_cluster
-from .errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_RUNTIME, EXIT_USAGE,
-                     InputError, PardnnError)
-from .fileio import refuse_overwrite
+from .errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_MEMORY, EXIT_OUTPUT,
+                     EXIT_RUNTIME, EXIT_USAGE, InputError, OutOfMemory, PardnnError)
+from .fileio import check_writable, output_transaction, refuse_overwrite
 from .units import format_bytes, format_time, parse_rate, parse_size, parse_time
 
 log = logging.getLogger("pardnn")
@@ -35,6 +35,8 @@ Exit codes:
   {EXIT_INFEASIBLE}  infeasible: no placement meets the memory limits (the message says by how much)
   {EXIT_RUNTIME}  runtime failure: a device, server or framework run failed
   {EXIT_DEPENDENCY}  an optional dependency is missing (e.g. pip install 'pardnn[tf]')
+  {EXIT_OUTPUT}  an output cannot be written (the message names the path and why)
+  {EXIT_MEMORY}  out of memory (the message names the stage and the input's size)
 """
 
 
@@ -66,11 +68,71 @@ class _Group(click.Group):
         except BrokenPipeError:  # the reader went away (`pardnn info x | head`): not an error
             _silence_stdout()
             raise click.exceptions.Exit(0) from None
+        except MemoryError:
+            raise _Failure(str(_out_of_memory()), EXIT_MEMORY) from None
+        except RecursionError as exc:  # only malformed input nests this deep; readers name the file when they can
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            raise _Failure(f"input nested too deeply to read ({exc})", EXIT_INPUT) from None
         except Exception as exc:  # a bug: say so in one line unless --debug
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise _Failure(f"internal error: {type(exc).__name__}: {exc} "
                            "(run with --debug for the traceback, and please report it)", EXIT_INTERNAL) from None
+
+
+def _out_of_memory() -> OutOfMemory:
+    """What ran out, where and on how large an input (the stage now running, the input's size, peak RSS)."""
+    import resource
+
+    from .progress import active_stages, stages_at_memory_error
+
+    stages = stages_at_memory_error() or active_stages()
+    where = f" while {' > '.join(stages)}" if stages else ""
+    ctx = click.get_current_context(silent=True)
+    size = (ctx.obj or {}).get("input_size") if ctx else None
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return OutOfMemory(f"out of memory{where}" + (f" on {size}" if size else "")
+                       + f" (peak resident memory {peak_mib:,.0f} MiB); free memory, or try a smaller input "
+                         "or fewer devices")
+
+
+def _note_input(ctx: click.Context, g) -> None:
+    """Remember the input's size for messages that need it (out of memory)."""
+    ctx.find_root().obj["input_size"] = f"{g.num_nodes:,} nodes and {g.num_edges:,} edges ({g.name})"
+
+
+def _quiet_native_logs(verbose: int) -> None:
+    """Keep TensorFlow's C++ logging (and that of servers this process starts) off stderr unless ``-vv``.
+
+    Native libraries write to file descriptor 2 directly, before and beside
+    pardnn's own one-line messages. Below ``-vv`` the descriptor is pointed
+    at a discarded temporary file, while Python's ``sys.stderr`` (pardnn's
+    messages, logs and progress) keeps writing to the real stderr through a
+    duplicate. Child processes inherit the quiet descriptor. With ``-vv``,
+    TensorFlow logs everything (``TF_CPP_MIN_LOG_LEVEL=0`` unless set).
+    Only `main` (the ``pardnn`` program) does this, and only when
+    ``sys.stderr`` is the process's own descriptor 2.
+    """
+    import os
+    import tempfile
+
+    if verbose >= 2:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        if sys.stderr.fileno() != 2:
+            return
+    except (AttributeError, OSError, ValueError):
+        return
+    sys.stderr.flush()
+    keep = os.dup(2)
+    sink = tempfile.TemporaryFile(prefix="pardnn-native-log.")
+    os.dup2(sink.fileno(), 2)
+    sink.close()
+    sys.stderr = open(keep, "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",  # noqa: SIM115
+                      errors="backslashreplace", closefd=True)
 
 
 def _setup_logging(quiet: bool, verbose: int) -> None:
@@ -118,6 +180,18 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
 # ---------------------------------------------------------------------------
 # Shared options
 # ---------------------------------------------------------------------------
+
+def _distinct_outputs(*paths: str | None) -> None:
+    """Two outputs of one command may not name the same file."""
+    seen: dict[Path, str] = {}
+    for p in paths:
+        if not p:
+            continue
+        key = Path(p).resolve()
+        if key in seen:
+            raise click.UsageError(f"{p} is given for two outputs; choose a different path for each")
+        seen[key] = p
+
 
 def _list_of(parse, text: str | None, what: str):
     if text is None:
@@ -219,7 +293,11 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
 
 def _load_graph(path: str, fmt: str | None = None, options=None):
     from .inputs import load_input
-    return load_input(path, fmt=fmt, options=options)
+    g = load_input(path, fmt=fmt, options=options)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.obj is not None:
+        _note_input(ctx, g)
+    return g
 
 
 def _echo_json(obj: Any) -> None:
@@ -336,6 +414,18 @@ def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float |
     return "\n".join(lines)
 
 
+def _check_method(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A usage error (exit 2) for a method that does not exist, as click reports a bad choice."""
+    if value is None:
+        return None
+    from .api import methods
+
+    known = methods()
+    if value not in known:
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(known)}")
+    return value
+
+
 def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value:
         return
@@ -349,8 +439,8 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Where to write the pardnn.placement JSON (or .place text, by its name).")
 @cluster_options
-@click.option("--method", default=None, help="Placement method (default: the ParDNN pipeline when available). "
-                                             "See --list-methods.")
+@click.option("--method", default=None, callback=_check_method,
+              help="Placement method (default: the ParDNN pipeline). See --list-methods.")
 @click.option("--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
               help="List the placement methods and exit.")
 @click.option("--place", "place_path", type=click.Path(dir_okay=False),
@@ -394,6 +484,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         if out:
             refuse_overwrite(out, input_path, cluster_path)
     check_report_path(report_path, input_path, cluster_path, output, place_path)
+    _distinct_outputs(output, place_path, report_path)
+    check_writable(output, place_path, report_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
@@ -413,11 +505,12 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     if time_passes and timings:
         from .pipeline import format_timings
         click.echo(format_timings(timings), err=True)
-    save_placement(plan, g, output)
-    if place_path:
-        save_placement(plan, g, place_path)
-    if report_path:
-        write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
+    with output_transaction():   # the placement, its .place form and the report appear together or not at all
+        save_placement(plan, g, output)
+        if place_path:
+            save_placement(plan, g, place_path)
+        if report_path:
+            write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
     if as_json:
         _echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
                     "placement_seconds": seconds, **sched.predicted()})
@@ -504,6 +597,7 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
     from .ir import save_graph
 
     refuse_overwrite(output, model)
+    check_writable(output)
     opts = make_frontend_options(name, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with ctx.obj["progress"].stage(f"importing {model}"):
         g = _load_graph(model, fmt, opts)
@@ -568,6 +662,7 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     from .cli_report import check_report_path, write_bench_report
 
     check_report_path(report_path)
+    check_writable(Path(outdir) / "results.json", markdown)
 
     registry = all_methods()
     names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
@@ -595,14 +690,15 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     if tables:
         click.echo(B.case_tables(result))
     click.echo(B.summary_table(result))
-    paths = B.write_outputs(result, Path(outdir))
     command = "pardnn " + " ".join(shlex.quote(a) for a in _sys.argv[1:]) if len(_sys.argv) > 2 else "pardnn bench"
-    if markdown:
-        from .fileio import atomic_write
-        atomic_write(markdown, B.markdown_report(result, command=command))
-        paths.append(Path(markdown))
-    if report_path:
-        paths.append(write_bench_report(report_path, result, progress=ctx.obj["progress"], command=command))
+    with output_transaction():   # every file of the run appears together or not at all
+        paths = B.write_outputs(result, Path(outdir))
+        if markdown:
+            from .fileio import atomic_write
+            atomic_write(markdown, B.markdown_report(result, command=command))
+            paths.append(Path(markdown))
+        if report_path:
+            paths.append(write_bench_report(report_path, result, progress=ctx.obj["progress"], command=command))
     click.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
@@ -615,6 +711,22 @@ cli.add_command(serve_cmd)
 cli.add_command(report_cmd)
 
 
+def _verbosity(argv: list[str]) -> int:
+    """How many ``-v`` the global options before the command ask for (read before click parses them)."""
+    count = 0
+    for arg in argv:
+        if not arg.startswith("-"):
+            break
+        if arg == "--verbose":
+            count += 1
+        elif arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) <= {"v", "q"}:
+            count += arg.count("v")
+    return count
+
+
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="pardnn")
+    """The ``pardnn`` program: quiets native logging for this process and its children, then runs the CLI."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    _quiet_native_logs(_verbosity(args))
+    cli.main(args=args, prog_name="pardnn")
 

@@ -13,7 +13,7 @@ import click
 
 from .cli import _load_graph, build_cluster, cluster_options, frontend_options, make_frontend_options
 from .errors import InputError
-from .fileio import refuse_overwrite
+from .fileio import check_writable, refuse_overwrite
 
 
 def check_report_path(path: str | None, *inputs: str | None) -> None:
@@ -24,6 +24,7 @@ def check_report_path(path: str | None, *inputs: str | None) -> None:
 
     require_matplotlib()
     refuse_overwrite(path, *inputs)
+    check_writable(path)
 
 
 def write_placement_report(path: str, g, cluster, placement, schedule, *, progress, timings=None, measured=None,

@@ -16,7 +16,7 @@ import click
 
 from .cli import build_cluster, cluster_options, frontend_options, make_frontend_options
 from .errors import InputError, RuntimeFailure
-from .fileio import refuse_overwrite
+from .fileio import check_writable, refuse_overwrite
 from .units import format_time
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
@@ -159,6 +159,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
             raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
     if write_path:
         refuse_overwrite(write_path, model, placement)
+        check_writable(write_path, directory_ok=True)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     flags = (cluster_path, devices, memory, speed, bandwidth, latency)
@@ -235,6 +236,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
     if kind not in TF_FORMATS:
         raise InputError(f"{model}: pardnn rewrite writes TensorFlow models; this is a {kind} input")
     refuse_overwrite(output, model, placement)
+    check_writable(output, directory_ok=True)
     if tasks and cluster_spec:
         raise click.UsageError("--tasks and --cluster-spec cannot be combined")
     from .backend.tf_backend import rewrite

@@ -14,6 +14,8 @@ Exit codes (also listed in ``pardnn --help``):
 4     infeasible: no placement meets the memory limits (the message says by how much)
 5     runtime failure: a device, server or framework run failed
 6     a needed optional dependency is not installed (e.g. the `tf` extra)
+7     an output cannot be written (the message names the path and the reason)
+8     out of memory: the message says what ran out, and on how large an input
 ====  =====================================================================
 """
 
@@ -26,6 +28,8 @@ EXIT_INPUT = 3
 EXIT_INFEASIBLE = 4
 EXIT_RUNTIME = 5
 EXIT_DEPENDENCY = 6
+EXIT_OUTPUT = 7
+EXIT_MEMORY = 8
 
 
 class PardnnError(Exception):
@@ -79,6 +83,18 @@ class MissingDependencyError(PardnnError):
     """An optional extra (TensorFlow, ONNX, ...) is needed but not installed."""
 
     exit_code = EXIT_DEPENDENCY
+
+
+class OutputError(PardnnError):
+    """An output file or directory cannot be written (its parent is a file, a read-only place, a full disk)."""
+
+    exit_code = EXIT_OUTPUT
+
+
+class OutOfMemory(PardnnError):
+    """The process ran out of memory; the message names the stage and the input's size."""
+
+    exit_code = EXIT_MEMORY
 
 
 class PassError(PardnnError):

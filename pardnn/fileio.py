@@ -2,20 +2,28 @@
 
 Every output goes through `atomic_write`: the bytes land in a temporary file
 beside the target, which is then renamed over it, so a crash never leaves a
-half-written placement behind and a reader never sees one. `refuse_overwrite`
-guards a user's input from being clobbered by an output path.
+half-written placement behind and a reader never sees one. Inside an
+`output_transaction` the renames wait until the block ends without an
+error, so a command's outputs appear together or not at all.
+`check_writable` fails early, before the work, when an output's place cannot
+take a file; `refuse_overwrite` guards a user's input from being clobbered by
+an output path. A write that fails is an `OutputError` naming the output, never
+the temporary file.
 """
 
 from __future__ import annotations
 
+import contextvars
 import gzip
 import json
 import os
 import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from .errors import InputError
+from .errors import InputError, OutputError
 
 
 def _is_gzip(path: Path) -> bool:
@@ -57,6 +65,144 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{p}: malformed JSON: arrays or objects nested too deeply") from None
+
+
+@dataclass
+class _Staged:
+    """Outputs written to temporary files whose renames wait for the transaction's end."""
+
+    files: list[tuple[str, Path]] = field(default_factory=list)
+    """``(temporary file, target)`` in write order."""
+    made_dirs: list[Path] = field(default_factory=list)
+    """Directories created for the outputs, outermost first (removed again on failure when empty)."""
+
+
+_STAGED: contextvars.ContextVar[_Staged | None] = contextvars.ContextVar("pardnn_staged_outputs", default=None)
+
+
+@contextmanager
+def output_transaction() -> Iterator[None]:
+    """Every `atomic_write` in the block lands together when the block succeeds, or not at all.
+
+    Each write goes to its temporary file at once (so a full disk fails
+    inside the block); the renames happen at the end. On an exception the
+    temporary files, and directories made for them, are removed and no
+    output appears. Nested blocks join the outer one.
+    """
+    if _STAGED.get() is not None:
+        yield
+        return
+    staged = _Staged()
+    token = _STAGED.set(staged)
+    try:
+        yield
+    except BaseException:
+        _STAGED.reset(token)
+        _discard(staged)
+        raise
+    _STAGED.reset(token)
+    _commit(staged)
+
+
+def _commit(staged: _Staged) -> None:
+    """Rename every staged file over its target; on a failure put every earlier target back as it was."""
+    done: list[tuple[Path, str | None]] = []     # (target, its previous content's backup or None)
+    for i, (tmp, target) in enumerate(staged.files):
+        backup = None
+        try:
+            if target.exists() and not target.is_dir():
+                fd, backup = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+                os.close(fd)
+                os.replace(target, backup)
+            os.replace(tmp, target)
+            done.append((target, backup))
+        except OSError as exc:
+            if backup is not None:
+                os.replace(backup, target)
+            for earlier, old in reversed(done):
+                if old is None:
+                    earlier.unlink(missing_ok=True)
+                else:
+                    os.replace(old, earlier)
+            _discard(_Staged(staged.files[i:], staged.made_dirs))
+            raise _failure(target, exc) from None
+    for _, old in done:
+        if old is not None:
+            Path(old).unlink(missing_ok=True)
+
+
+def _discard(staged: _Staged) -> None:
+    for tmp, _ in staged.files:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    for d in reversed(staged.made_dirs):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+def _failure(target: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) or exc.errno in (17, 20):
+        parent = _nearest_existing(target.parent)
+        if parent is not None and not parent.is_dir():
+            reason = f"{parent} is not a directory"
+    return OutputError(f"{target}: cannot write: {reason}")
+
+
+def _nearest_existing(p: Path) -> Path | None:
+    """``p`` or its nearest ancestor that exists (a file or a directory)."""
+    p = Path(os.path.abspath(p))
+    for q in (p, *p.parents):
+        if q.exists() or q.is_symlink():
+            return q
+    return None
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing ancestors; the ones made, outermost first."""
+    missing = []
+    q = Path(os.path.abspath(directory))
+    while not q.exists():
+        missing.append(q)
+        if q.parent == q:
+            break
+        q = q.parent
+    made = []
+    for d in reversed(missing):
+        d.mkdir()
+        made.append(d)
+    return made
+
+
+def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False) -> None:
+    """Fail now, before any work, when an output cannot be written where it is asked for.
+
+    Each path's nearest existing ancestor must be a directory that accepts a
+    new file (probed by creating and removing one, which also catches
+    read-only and special filesystems). Nothing is left behind. With
+    ``directory_ok`` an output may be a directory (a SavedModel).
+    """
+    for path in paths:
+        if path is None:
+            continue
+        target = Path(path)
+        if target.is_dir() and not directory_ok:
+            raise OutputError(f"{target}: cannot write: is a directory, expected a file name")
+        base = _nearest_existing(target.parent)
+        if base is None or not base.is_dir():
+            raise OutputError(f"{target}: cannot write: {base or target.parent} is not a directory")
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".pardnn-probe.", dir=base)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise OutputError(f"{target}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
@@ -71,20 +217,32 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     if _is_gzip(p):
         data = gzip.compress(data, compresslevel=6, mtime=0)
     directory = p.parent if str(p.parent) else Path(".")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=directory)
+    staged = _STAGED.get()
+    tmp = None
     try:
+        made = _make_parents(directory)
+        if staged is not None:
+            staged.made_dirs.extend(made)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=directory)
         os.chmod(tmp, _default_mode(p))
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        if p.is_dir():
+            raise IsADirectoryError(21, "is a directory, expected a file name")
+        if staged is not None:
+            staged.files.append((tmp, p))
+            return p
         os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+    except BaseException as exc:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(exc, OSError):
+            raise _failure(p, exc) from None
         raise
     return p
 

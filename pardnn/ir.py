@@ -41,6 +41,17 @@ _NODE_KEYS = frozenset({"name", "op", "time_us", "output_bytes", "temp_bytes",
                         "persistent_bytes", "colocation", "pinned"})
 _EDGE_KEYS = frozenset({"src", "dst", "port", "bytes", "control"})
 
+MAX_BYTES = 2 ** 53
+"""The largest byte count a field may hold (8 PiB; every integer up to it is exact in a JSON float)."""
+MAX_TOTAL_BYTES = 2 ** 62
+"""The largest sum of a graph's byte counts: the simulator's int64 arithmetic stays far from overflow."""
+MAX_TIME_US = 1e15
+"""The largest op time (about 31 years)."""
+MAX_PORT = 2 ** 20
+"""The largest output port number."""
+MAX_PIN = 2 ** 31 - 1
+"""The largest device index a node may be pinned to."""
+
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Row pointers and a stable order grouping ``keys`` (ids in ``[0, n)``)."""
@@ -189,9 +200,32 @@ class OpGraph:
             e = int(bad[0])
             raise GraphError(f"edge {self.names[self.edge_src[e]]!r} -> {self.names[self.edge_dst[e]]!r}: "
                              "bytes must be non-negative")
+        total = sum(float(a.sum(dtype=np.float64)) for a in (self.port_bytes, self.temp_bytes,
+                                                               self.persistent_bytes))
+        if total > MAX_TOTAL_BYTES:
+            raise GraphError(f"graph {self.name!r}: its byte counts add up to {total:.4g}, more than "
+                             f"{MAX_TOTAL_BYTES:.4g}; check the sizes")
+        self._check_pinned_groups()
         from .analysis import topological_levels  # cycle check; cached on the graph
         topological_levels(self)
         return self
+
+    def _check_pinned_groups(self) -> None:
+        """A colocation group runs on one device, so its members may not be pinned to different ones."""
+        both = np.flatnonzero((self.colocation >= 0) & (self.pinned >= 0))
+        if both.size == 0:
+            return
+        order = both[np.lexsort((both, self.colocation[both]))]
+        grp, pin = self.colocation[order], self.pinned[order]
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = grp[1:] != grp[:-1]
+        head = order[np.maximum.accumulate(np.where(first, np.arange(order.size), 0))]
+        clash = np.flatnonzero(pin != self.pinned[head])
+        if clash.size:
+            v, u = int(order[clash[0]]), int(head[clash[0]])
+            raise GraphError(f"colocation group {self.group_names[int(self.colocation[v])]!r}: node "
+                             f"{self.names[u]!r} is pinned to device {int(self.pinned[u])} and node "
+                             f"{self.names[v]!r} to device {int(self.pinned[v])}; a group runs on one device")
 
     # ---- conversions ---------------------------------------------------------
     def output_bytes_of(self, v: int) -> list[int]:
@@ -314,10 +348,14 @@ class OpGraph:
 # ---------------------------------------------------------------------------
 
 def _check_number(value: Any, what: str, where: str, *, integer: bool) -> float | int:
+    """A non-negative finite number within its field's limit (`MAX_BYTES` for bytes, `MAX_TIME_US` for times)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GraphError(f"{where}: {what} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
+    if isinstance(value, float) and not math.isfinite(value) or value < 0:
         raise GraphError(f"{where}: {what} must be a non-negative number, got {value!r}")
+    limit = MAX_BYTES if integer else MAX_TIME_US
+    if value > limit:
+        raise GraphError(f"{where}: {what} is {value!r}, more than the largest allowed ({limit:.4g})")
     if integer:
         return int(round(value))
     return float(value)
@@ -379,8 +417,9 @@ class GraphBuilder:
             outs = [_check_number(output_bytes, "output_bytes", where, integer=True)]
         if colocation is not None and not isinstance(colocation, str):
             raise GraphError(f"{where}: colocation must be a group name or null, got {colocation!r}")
-        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 0):
-            raise GraphError(f"{where}: pinned must be a device index (>= 0) or null, got {pinned!r}")
+        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 0
+                                   or pinned > MAX_PIN):
+            raise GraphError(f"{where}: pinned must be a device index (0 .. {MAX_PIN}) or null, got {pinned!r}")
         vid = len(self._names)
         self._index[name] = vid
         self._names.append(name)
@@ -399,8 +438,8 @@ class GraphBuilder:
         s = self._resolve(src, "source", src, dst)
         d = self._resolve(dst, "destination", src, dst)
         where = self._where(f"edge {self._names[s]!r} -> {self._names[d]!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or port < 0:
-            raise GraphError(f"{where}: port must be a non-negative integer, got {port!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or port < 0 or port > MAX_PORT:
+            raise GraphError(f"{where}: port must be an integer from 0 to {MAX_PORT}, got {port!r}")
         if not isinstance(control, bool):
             raise GraphError(f"{where}: control must be true or false, got {control!r}")
         nbytes = -1 if bytes is None or control else _check_number(bytes, "bytes", where, integer=True)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol, Sequence
 import numpy as np
 
 from .cluster import Cluster
-from .errors import InfeasibleError, PardnnError, PassError
+from .errors import InfeasibleError, OutOfMemory, PardnnError, PassError
 from .ir import OpGraph
 from .progress import Progress
 
@@ -130,6 +130,10 @@ class Pipeline:
                     verify_state(g, cluster, state)
             except InfeasibleError:
                 raise
+            except MemoryError:
+                raise OutOfMemory(f"out of memory in pass {p.name!r} on {g.num_nodes:,} nodes and "
+                                  f"{g.num_edges:,} edges, {cluster.num_devices} devices"
+                                  + (f" (after {', '.join(done)})" if done else "")) from None
             except PardnnError as exc:
                 if isinstance(exc, PassError):
                     raise

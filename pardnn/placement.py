@@ -113,6 +113,10 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     return Placement(assigned, tuple(devices), graph_name, predicted, meta)
 
 
+MAX_DEVICES = 4096
+"""The most devices a ``.place`` file may name without a cluster to say how many (as ``--devices`` allows)."""
+
+
 def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
                     source: str | None = None) -> Placement:
     """Read ``name device`` lines (ParDNN's ``.place``); the device is split off at the last space."""
@@ -134,8 +138,9 @@ def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
         v = index.get(name)
         if v is None:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is not in graph {g.name!r}")
-        if d < 0 or (num_devices is not None and d >= num_devices):
-            rng = f"0..{num_devices - 1}" if num_devices else ">= 0"
+        limit = num_devices if num_devices is not None else MAX_DEVICES
+        if d < 0 or d >= limit:
+            rng = f"0..{limit - 1}"
             raise PlacementError(f"{where}:{lineno}: node {name!r} is on device {d}, expected {rng}")
         if assigned[v] >= 0:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is placed twice")

@@ -14,6 +14,13 @@ from pardnn.cluster import Cluster
 from pardnn.ir import GraphBuilder, OpGraph
 
 
+def consistent_pin(group_pin: dict, group: str | None, pin: int | None) -> int | None:
+    """A random graph's pin that agrees with its group's earlier pin (a group pinned to two devices is bad input)."""
+    if group is None or pin is None:
+        return pin
+    return group_pin.setdefault(group, pin)
+
+
 def tiny(nodes, edges, name: str = "tiny") -> OpGraph:
     """Build a graph from literal lists.
 

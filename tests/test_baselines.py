@@ -22,7 +22,7 @@ from pardnn.cluster import Cluster, Device, Link
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate
 
-from .helpers import tiny
+from .helpers import consistent_pin, tiny
 
 BIG = 1_200_000      # 100 us on a default link (+25 us latency)
 
@@ -32,10 +32,9 @@ def assigned(g, p) -> dict[str, int]:
 
 
 def checked(g, cluster, p):
-    """Simulate ``p`` and return the schedule; groups must hold, and pins unless a group's pins conflict."""
+    """Simulate ``p`` and return the schedule; groups and pins must hold."""
     s = simulate(g, cluster, p)
-    allowed = {"memory", "pinned"} if conflicted_groups(g) else {"memory"}
-    assert not [v for v in s.violations if v.kind not in allowed], s.violations
+    assert not [v for v in s.violations if v.kind != "memory"], s.violations
     return s
 
 
@@ -384,24 +383,19 @@ def test_m_expert_moves_the_boundary_when_a_chunk_overflows():
 def graphs(draw, groups: bool = True, pins: bool = True, max_nodes: int = 24):
     n = draw(st.integers(1, max_nodes))
     b = GraphBuilder("r")
+    group_pin: dict = {}
     for i in range(n):
+        grp = draw(st.sampled_from([None, None, None, "g1", "g2"])) if groups else None
+        pin = draw(st.sampled_from([None] * 8 + [0, 1])) if pins else None
         b.add_node(f"n{i}", time_us=draw(st.integers(0, 20)), output_bytes=draw(st.sampled_from([0, 100, 5000, BIG])),
                    temp_bytes=draw(st.sampled_from([0, 0, 300])), persistent_bytes=draw(st.sampled_from([0, 0, 200])),
-                   colocation=draw(st.sampled_from([None, None, None, "g1", "g2"])) if groups else None,
-                   pinned=draw(st.sampled_from([None] * 8 + [0, 1])) if pins else None)
+                   colocation=grp, pinned=consistent_pin(group_pin, grp, pin))
     for j in range(1, n):
         for i in draw(st.lists(st.integers(0, j - 1), max_size=3, unique=True)):
             b.add_edge(f"n{i}", f"n{j}", control=draw(st.sampled_from([False, False, False, True])))
     return b.build()
 
 
-def conflicted_groups(g) -> set[int]:
-    out = set()
-    for gid, members in enumerate(g.groups):
-        pins = set(g.pinned[members][g.pinned[members] >= 0].tolist())
-        if len(pins) > 1:
-            out.add(gid)
-    return out
 
 
 def linked_cluster() -> Cluster:
@@ -431,14 +425,10 @@ def test_every_placer_places_everything_validly_and_deterministically(name, g, c
     assert p.devices == cluster.names
     for members in g.groups:
         assert len(set(a[members].tolist())) <= 1
-    bad = conflicted_groups(g)
-    for v in np.flatnonzero(g.pinned >= 0).tolist():
-        if g.colocation[v] < 0 or int(g.colocation[v]) not in bad:
-            assert a[v] == g.pinned[v]
+    pinned = np.flatnonzero(g.pinned >= 0)
+    assert (a[pinned] == g.pinned[pinned]).all()
     s = simulate(g, cluster, p)
-    assert not [x for x in s.violations if x.kind == "colocation"]
-    if not bad:
-        assert not [x for x in s.violations if x.kind == "pinned"]
+    assert not [x for x in s.violations if x.kind in ("colocation", "pinned")]
     assert PLACERS[name](g, cluster).same_as(p)
 
 

@@ -10,7 +10,7 @@ from pardnn.errors import InfeasibleError, InputError
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate
 
-from .helpers import tiny
+from .helpers import consistent_pin, tiny
 
 
 def chain(n=8, size=100):
@@ -54,11 +54,12 @@ def test_partition_rejects_pins_beyond_the_cluster():
 def grouped_graphs(draw):
     n = draw(st.integers(2, 30))
     b = GraphBuilder("r")
+    group_pin: dict = {}
     for i in range(n):
+        grp = draw(st.sampled_from([None, None, "g1", "g2"]))
         b.add_node(f"n{i}", time_us=draw(st.integers(0, 9)), output_bytes=draw(st.integers(0, 300)),
-                   persistent_bytes=draw(st.sampled_from([0, 0, 200])),
-                   colocation=draw(st.sampled_from([None, None, "g1", "g2"])),
-                   pinned=draw(st.sampled_from([None] * 6 + [0, 1])))
+                   persistent_bytes=draw(st.sampled_from([0, 0, 200])), colocation=grp,
+                   pinned=consistent_pin(group_pin, grp, draw(st.sampled_from([None] * 6 + [0, 1]))))
     for j in range(1, n):
         for i in draw(st.lists(st.integers(0, j - 1), max_size=2, unique=True)):
             b.add_edge(f"n{i}", f"n{j}")
@@ -73,11 +74,6 @@ def test_every_node_placed_and_groups_together(g, k):
     assert ((p.assignment >= 0) & (p.assignment < k)).all()
     for members in g.groups:
         assert len(set(p.assignment[members].tolist())) <= 1
-    pinned = g.pinned >= 0
-    # a group with members pinned to two devices cannot honour both; otherwise pins hold
-    conflicted = {int(g.colocation[v]) for v in np.flatnonzero(pinned) if g.colocation[v] >= 0
-                  and len(set(g.pinned[g.groups[g.colocation[v]]][g.pinned[g.groups[g.colocation[v]]] >= 0])) > 1}
-    for v in np.flatnonzero(pinned):
-        if g.colocation[v] < 0 or int(g.colocation[v]) not in conflicted:
-            assert p.assignment[v] == g.pinned[v]
+    pinned = np.flatnonzero(g.pinned >= 0)
+    assert (p.assignment[pinned] == g.pinned[pinned]).all()
     assert mtopo.place(g, Cluster.homogeneous(k)).same_as(p)   # deterministic

@@ -3,11 +3,16 @@
 Every module of this package imports TensorFlow through here, so its C++
 INFO/WARNING lines stay off stderr (``TF_CPP_MIN_LOG_LEVEL=2`` unless the user
 set it) and a missing installation surfaces as one `ImportError`, which
-`pardnn.inputs` turns into a `MissingDependencyError` (exit code 6).
+`pardnn.inputs` turns into a `MissingDependencyError` (exit code 6). Its Python
+loggers (``tensorflow``, ``absl``: deprecation notices and the like) follow the
+same setting: errors only, unless ``TF_CPP_MIN_LOG_LEVEL`` is 0 or 1 (the
+``pardnn`` program sets 0 for ``-vv``). The ``pardnn`` program also keeps the
+C++ log's file descriptor off stderr below ``-vv`` (`pardnn.cli.main`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -16,5 +21,9 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
 from tensorflow.core.protobuf import (config_pb2, meta_graph_pb2, rewriter_config_pb2,  # noqa: E402
                                       saved_model_pb2)
+
+if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2").strip() not in ("0", "1"):
+    for _name in ("tensorflow", "absl"):
+        logging.getLogger(_name).setLevel(logging.ERROR)
 
 __all__ = ["tf", "graph_pb2", "config_pb2", "meta_graph_pb2", "rewriter_config_pb2", "saved_model_pb2"]

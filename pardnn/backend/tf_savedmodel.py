@@ -35,7 +35,7 @@ import numpy as np
 from frontends.tensorflow._tf import tf
 from frontends.tensorflow.model import TFModel, split_tensor_name
 
-from ..errors import InputError, RuntimeFailure
+from ..errors import InputError, OutputError, RuntimeFailure
 from .tf_devices import devices_needed
 from .tf_rewrite import write_graph_def
 from .tf_run import _first_line, build_program, session_config
@@ -73,8 +73,11 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     # Soft placement only here: writing needs the variables, not the devices (a GPU placement is
     # written on a host without GPUs); the devices written into the graph are the requested ones.
     config = session_config(cpus=cpus, soft_placement=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
     staging = tmp / "model"
     tf_log = tf.get_logger()
     level = tf_log.level
@@ -96,6 +99,8 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
         os.replace(staging, out)
     except tf.errors.OpError as exc:
         raise RuntimeFailure(f"{out}: writing the placed SavedModel failed: {_first_line(exc)}") from None
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
     finally:
         tf_log.setLevel(level)
         shutil.rmtree(tmp, ignore_errors=True)

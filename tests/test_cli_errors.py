@@ -1,0 +1,280 @@
+"""The error contract through the real `pardnn` process: exit code, one stderr line, no output left, input unchanged.
+
+Each case runs the command line in a fresh interpreter (as a user does), so
+what reaches file descriptor 2 from anywhere (TensorFlow's C++ logging
+included) is what is checked. See README "Exit codes".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pardnn.errors import EXIT_INPUT, EXIT_MEMORY, EXIT_OUTPUT, EXIT_USAGE
+
+from .conftest import SAMPLES
+
+VGG = SAMPLES / "pardnn_vgg16.json.gz"
+
+
+def pardnn(*args, cwd: Path, env: dict | None = None, limit_bytes: int | None = None, timeout: float = 300):
+    """Run ``pardnn ARGS`` in a fresh interpreter; ``limit_bytes`` caps its address space (RLIMIT_AS)."""
+    def cap():
+        if limit_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)],
+                          cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=cap if limit_bytes else None)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with its SHA-256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def assert_one_line_error(r, code: int, *names: str) -> str:
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("pardnn: error: ") and "Traceback" not in r.stderr
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def graph_json(nodes, edges=()) -> str:
+    return json.dumps({"format": "pardnn.graph", "version": 1, "name": "hostile", "nodes": nodes,
+                       "edges": [{"src": s, "dst": d} for s, d in edges]})
+
+
+def check_failure(tmp_path: Path, name: str, text: str, code: int, *names: str, args=("-k", 2)) -> str:
+    """Write ``text`` as input ``name``, partition it, and check the failure left everything as it was."""
+    (tmp_path / name).write_text(text)
+    before = snapshot(tmp_path)
+    r = pardnn("partition", name, *args, "-o", "out/p.json", "--place", "out/p.place", cwd=tmp_path)
+    line = assert_one_line_error(r, code, name, *names)
+    assert r.stdout == ""
+    assert snapshot(tmp_path) == before and not (tmp_path / "out").exists()
+    return line
+
+
+def test_colocation_group_pinned_to_two_devices_is_bad_input(tmp_path):
+    nodes = [{"name": "w", "time_us": 1, "output_bytes": 4, "colocation": "layer1", "pinned": 0},
+             {"name": "x", "time_us": 1, "output_bytes": 4},
+             {"name": "w_update", "time_us": 1, "output_bytes": 4, "colocation": "layer1", "pinned": 1}]
+    check_failure(tmp_path, "g.json", graph_json(nodes, [("w", "x"), ("x", "w_update")]), EXIT_INPUT,
+                  "'layer1'", "'w'", "'w_update'", "device 0", "device 1")
+
+
+@pytest.mark.parametrize("field", ["output_bytes", "persistent_bytes", "temp_bytes"])
+def test_byte_counts_beyond_int64_are_bad_input(tmp_path, field):
+    nodes = [{"name": "a", "time_us": 1, "output_bytes": 4}, {"name": "big", "time_us": 1, "output_bytes": 4}]
+    nodes[1][field] = 1e30
+    check_failure(tmp_path, "g.json", graph_json(nodes, [("a", "big")]), EXIT_INPUT, "'big'", field)
+
+
+def test_edge_bytes_and_ports_beyond_the_limits_are_bad_input(tmp_path):
+    nodes = [{"name": "a", "time_us": 1}, {"name": "b", "time_us": 1}]
+    doc = json.loads(graph_json(nodes))
+    doc["edges"] = [{"src": "a", "dst": "b", "bytes": 10 ** 30}]
+    check_failure(tmp_path, "g.json", json.dumps(doc), EXIT_INPUT, "'a' -> 'b'", "bytes")
+    doc["edges"] = [{"src": "a", "dst": "b", "port": 10 ** 30}]
+    check_failure(tmp_path, "g2.json", json.dumps(doc), EXIT_INPUT, "'a' -> 'b'", "port")
+
+
+def test_many_large_byte_counts_that_overflow_together_are_bad_input(tmp_path):
+    nodes = [{"name": f"n{i}", "time_us": 1, "persistent_bytes": 2 ** 52} for i in range(1100)]
+    check_failure(tmp_path, "g.json", graph_json(nodes), EXIT_INPUT, "add up to")
+
+
+def test_pathologically_nested_json_is_bad_input(tmp_path):
+    check_failure(tmp_path, "g.json", "[" * 200_000 + "]" * 200_000, EXIT_INPUT, "nested too deeply")
+    check_failure(tmp_path, "g2.json", '{"format": "pardnn.graph", "nodes": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                  EXIT_INPUT, "nested too deeply")
+
+
+def test_a_text_placement_naming_an_absurd_device_is_bad_input(tmp_path):
+    (tmp_path / "p.place").write_text("a 100000000000000000000000000\n")
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1}]))
+    before = snapshot(tmp_path)
+    r = pardnn("simulate", "g.json", "p.place", cwd=tmp_path)
+    assert_one_line_error(r, EXIT_INPUT, "p.place:1", "'a'")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.fixture
+def small_graph(tmp_path):
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1, "output_bytes": 8},
+                                                 {"name": "b", "time_us": 2, "output_bytes": 8}], [("a", "b")]))
+    return tmp_path
+
+
+def unwritable_outputs(root: Path) -> list[tuple[str, str]]:
+    """Output paths that cannot be written here, with the words the message must hold."""
+    (root / "a_file").write_text("not a directory\n")
+    cases = [("a_file/p.json", "a_file is not a directory"), ("a_file/deeper/p.json", "not a directory")]
+    if Path("/proc/self").is_dir():
+        cases.append(("/proc/p.json", "/proc/p.json"))            # a special filesystem refuses new files
+    if os.geteuid() != 0:                                        # root writes into read-only directories
+        (root / "ro").mkdir()
+        (root / "ro").chmod(0o555)
+        cases.append(("ro/p.json", "ro/p.json"))
+    return cases
+
+
+def test_outputs_that_cannot_be_written_name_the_output_and_leave_nothing(small_graph):
+    for out, words in unwritable_outputs(small_graph):
+        before = snapshot(small_graph)
+        for cmd in (["partition", "g.json", "-k", 2, "-o", out], ["import", "g.json", "-o", out]):
+            r = pardnn(*cmd, cwd=small_graph)
+            line = assert_one_line_error(r, EXIT_OUTPUT, out, words)
+            assert ".tmp" not in line                             # the output's name, not the temporary file's
+            assert snapshot(small_graph) == before
+
+
+def test_a_command_writes_all_its_outputs_or_none(small_graph):
+    """partition -o P --place Q where Q cannot be written: P must not appear either."""
+    (small_graph / "a_file").write_text("not a directory\n")
+    before = snapshot(small_graph)
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", "--place", "a_file/q.place", cwd=small_graph)
+    assert r.returncode == EXIT_OUTPUT and "a_file/q.place" in r.stderr
+    assert not (small_graph / "p.json").exists()
+    assert snapshot(small_graph) == before
+    # the same command with both outputs writable writes both
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", "--place", "out/q.place", cwd=small_graph)
+    assert r.returncode == 0, r.stderr
+    assert (small_graph / "p.json").exists() and (small_graph / "out" / "q.place").exists()
+    assert r.stderr == ""
+
+
+def test_out_of_memory_while_reading_says_what_and_how_large(tmp_path):
+    """A graph whose ports need about 8 GB, read under a 2 GiB address-space limit."""
+    nodes = [{"name": f"n{i}", "time_us": 1} for i in range(1001)]
+    doc = json.loads(graph_json(nodes))
+    doc["edges"] = [{"src": f"n{i}", "dst": f"n{i + 1}", "port": 2 ** 20} for i in range(1000)]
+    (tmp_path / "g.json").write_text(json.dumps(doc))
+    before = snapshot(tmp_path)
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", cwd=tmp_path, limit_bytes=2 * 2 ** 30)
+    assert_one_line_error(r, EXIT_MEMORY, "out of memory", "reading g.json", "peak resident memory")
+    assert snapshot(tmp_path) == before
+
+
+def test_out_of_memory_while_placing_names_the_pass_and_the_input_size(tmp_path):
+    """4096 devices for VGG-16 under a 1 GiB address-space limit: a pass runs out (names it and the sizes)."""
+    r = pardnn("partition", VGG, "-k", 4096, "-o", "p.json", cwd=tmp_path, limit_bytes=2 ** 30)
+    assert_one_line_error(r, EXIT_MEMORY, "out of memory", "687 nodes and 1,348 edges", "4096 devices")
+    assert "pass '" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_method_is_a_usage_error(small_graph):
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", "--method", "nope", cwd=small_graph)
+    assert r.returncode == EXIT_USAGE
+    assert "Invalid value for '--method'" in r.stderr and "'nope' is not one of" in r.stderr
+    assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
+
+
+def test_tensorflow_native_logging_stays_off_stderr_unless_vv(tmp_path):
+    """A corrupt saved_model.pb with TensorFlow told to log everything: still one line; -vv shows the log."""
+    pytest.importorskip("tensorflow")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(bytes(range(256)) * 2)
+    before = snapshot(tmp_path)
+    env = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    r = pardnn("-q", "import", "model", "-o", "g.json", cwd=tmp_path, env=env)
+    assert_one_line_error(r, EXIT_INPUT, "saved_model.pb")
+    assert snapshot(tmp_path) == before
+    r = pardnn("-vv", "import", "model", "-o", "g.json", cwd=tmp_path, env=env)
+    assert r.returncode == EXIT_INPUT and len(r.stderr.splitlines()) > 1   # TensorFlow's own lines are back
+
+
+def test_progress_shows_a_live_line_on_a_terminal_only(tmp_path):
+    """On a terminal a live line names the stage; not with -q, and nothing when stderr is a pipe."""
+    import pty
+
+    def on_tty(*args) -> tuple[int, bytes]:
+        main, sub = pty.openpty()
+        try:
+            p = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)],
+                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=sub, timeout=300)
+        finally:
+            os.close(sub)
+        chunks = []
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(main)
+        return p.returncode, b"".join(chunks)
+
+    code, tty = on_tty("partition", VGG, "-k", 4, "--memory", "2GiB", "-o", "a.json")
+    assert code == 0
+    assert b"] reading" in tty and b"placing 687 ops with pardnn" in tty and b"pass refine" in tty
+    tiny = tmp_path / "g.json"
+    tiny.write_text(graph_json([{"name": "a", "time_us": 1, "output_bytes": 8}]))
+    code, tty = on_tty("-q", "partition", tiny, "-k", 2, "-o", "b.json")
+    assert code == 0 and tty == b""
+    r = pardnn("partition", tiny, "-k", 2, "-o", "c.json", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def test_every_public_name_works_after_every_submodule_is_imported(tmp_path):
+    """`pardnn.evaluate` and friends stay the API functions, whatever submodule was imported first."""
+    import importlib
+    import pkgutil
+
+    import pardnn
+
+    for mod in pkgutil.walk_packages(pardnn.__path__, "pardnn."):
+        try:
+            importlib.import_module(mod.name)
+        except ImportError as exc:      # an optional extra (TensorFlow, onnx) that is not installed
+            assert any(x in str(exc) for x in ("tensorflow", "onnx", "keras", "matplotlib", "pymetis")), exc
+    from pardnn import Cluster, GraphBuilder
+
+    b = GraphBuilder("api")
+    b.add_node("x", "X", time_us=1.0, output_bytes=[8])
+    b.add_node("y", "Y", time_us=2.0, output_bytes=[8])
+    b.add_edge("x", "y")
+    g = b.build()
+    c = Cluster.homogeneous(2, memory_bytes=1024)
+    for name in pardnn.__all__:
+        obj = getattr(pardnn, name)
+        assert not isinstance(obj, type(pardnn)), f"pardnn.{name} is a module, not the API object"
+    called = set()
+
+    def call(api_name, /, *args, **kwargs):
+        called.add(api_name)
+        return getattr(pardnn, api_name)(*args, **kwargs)
+
+    plan, sched = call("partition", g, c)
+    assert call("evaluate", g, c, plan).makespan_us == sched.makespan_us == call("simulate", g, c, plan).makespan_us
+    assert isinstance(sched, pardnn.Schedule) and isinstance(plan, call("Placement", plan.assignment, plan.devices,
+                                                                           g.name).__class__)
+    assert call("single_device_peak", g) == 16
+    assert call("load_graph", call("save_graph", g, tmp_path / "g.json")).names == g.names
+    assert call("load_placement", call("save_placement", plan, g, tmp_path / "p.json"), g).assignment.tolist() \
+        == plan.assignment.tolist()
+    c2 = call("Cluster", (call("Device", "/device:GPU:0", 1024), call("Device", "/device:GPU:1", 1024)))
+    assert call("load_cluster", call("save_cluster", c2, tmp_path / "c.json")).num_devices == 2
+    assert call("graph_from_networkx", g.to_networkx()).num_nodes == 2
+    assert isinstance(call("OpGraph", **{f: getattr(g, f) for f in g.__dataclass_fields__}), pardnn.OpGraph)
+    for err in ("GraphError", "InfeasibleError", "InputError", "PardnnError", "PlacementError"):
+        assert isinstance(call(err, "x"), pardnn.PardnnError)
+    called |= {"GraphBuilder", "Schedule", "__version__"}       # built and checked above
+    assert set(pardnn.__all__) == called, set(pardnn.__all__) ^ called
