@@ -9,12 +9,15 @@ in ``test_tf_backend.py``.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from pardnn.backend.equivalence import NOISE_FACTOR, NOISE_ULPS, check_tensor, compare_tensors, is_floating, \
     machine_epsilon, perturbed, stack_steps
+from pardnn.cli import cli  # noqa: F401  (pardnn.cli registers pardnn.cli_run's commands; import it first)
+from pardnn.cli_run import _criterion_line
 
 
 def test_perturbed_moves_each_non_integral_float_by_a_few_ulps_and_nothing_else():
@@ -123,3 +126,23 @@ def test_stack_steps_joins_each_output_over_the_steps():
     ragged = stack_steps([(np.ones(2),), (np.ones(3),)], ["y"])
     assert set(ragged) == {"y (step 0)", "y (step 1)"}
 
+
+def _report(**kw):
+    base = dict(rtol=1e-4, atol=1e-5, noise_factor=10.0, criterion="elementwise", max_output_ratio=None,
+                max_variable_ratio=None, mismatched=0, mismatches=())
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_the_results_line_says_which_criterion_passed_or_what_failed():
+    assert _criterion_line(_report()) == "elementwise within rtol 0.0001, atol 1e-05"
+    line = _criterion_line(_report(criterion="rounding noise", max_variable_ratio=0.4))
+    assert line.startswith("within rounding noise: deviation at most 0.4x the spread of a perturbed single-device "
+                           "run (limit 10x)")
+    bad = {"name": "conv2/kernel", "ratio": 1.2e5, "spread": 1e-7}
+    line = _criterion_line(_report(criterion="none", mismatched=3, mismatches=(bad,)))
+    assert line == ("3 tensor(s) differ beyond rounding noise, e.g. conv2/kernel: deviation 1.2e+05x the spread of "
+                    "a perturbed single-device run (limit 10x)")
+    line = _criterion_line(_report(criterion="none", mismatched=1, mismatches=({**bad, "ratio": "inf"},)))
+    assert "conv2/kernel: it moved where a perturbed single-device run does not" in line
+    line = _criterion_line(_report(criterion="none", mismatched=1, mismatches=({**bad, "spread": None},)))
+    assert "differ beyond rtol 0.0001, atol 1e-05, e.g. conv2/kernel (no noise reference)" in line
