@@ -12,8 +12,9 @@
   - `tf_savedmodel`: a placed SavedModel with the variables' values;
   - `tf_run`: run the placed step in a ``tf.compat.v1.Session`` (soft
     placement off) and check it: ops where placed (step stats), results
-    equal to one device, measured vs predicted time, ``_Send``/``_Recv``
-    pairs vs simulated transfers (`tf_checks`);
+    equal to one device (within tolerance, or within rounding noise:
+    `equivalence`, numpy only), measured vs predicted time,
+    ``_Send``/``_Recv`` pairs vs simulated transfers (`tf_checks`);
   - `tf_step`: `place_step`, a callable placed Keras or ``tf.function`` step;
   - `tf_cluster`, `tf_server`: ``tf.distribute.Server`` tasks, a user's
     cluster spec or servers on 127.0.0.1 for testing;

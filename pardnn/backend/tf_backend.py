@@ -86,13 +86,17 @@ def run_on_local_cluster(imp, placement: Placement, tasks: int, *, start_timeout
 def run_placement(model: str | Path, placement: str | Path | Placement, *,
                   cluster: Cluster | Callable[[Placement], Cluster] | None = None,
                   options: FrontendOptions | None = None, steps: int = 5, rtol: float = 1e-4, atol: float = 1e-5,
-                  local_cluster: int | None = None, cluster_spec: str | Path | None = None,
+                  noise_factor: float | None = None, local_cluster: int | None = None,
+                  cluster_spec: str | Path | None = None,
                   device_kind: str = "auto", soft_placement: bool = False, timeout_s: float = 600.0,
                   write: str | Path | None = None):
     """Import ``model``, run it along ``placement`` where asked, check it; the `TFRunReport`.
 
     ``write``: also write the placed model there (``.pb``/``.pbtxt``, or a
     directory for a SavedModel input) with the devices the run used.
+    ``noise_factor``: how far beyond ``rtol``/``atol`` results may differ, in
+    units of a perturbed single-device run's spread (None: the default,
+    `pardnn.backend.equivalence.NOISE_FACTOR`; 0: elementwise only).
     """
     if device_kind not in DEVICE_KINDS:
         raise InputError(f"device kind {device_kind!r}: expected one of {', '.join(DEVICE_KINDS)}")
@@ -119,6 +123,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     cl = cluster(pl) if callable(cluster) else cluster
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model))
+    if noise_factor is not None:
+        common["noise_factor"] = noise_factor
     if local_cluster:
         report = run_on_local_cluster(imp, pl, local_cluster, start_timeout_s=min(timeout_s, 180.0),
                                       lifetime_s=timeout_s * 3, **common)

@@ -25,7 +25,10 @@ steps with every op on device 0 (host ops on its host CPU), and reports
 * whether every op ran where it was placed (the traced step's
   ``RunMetadata.step_stats``, `tf_checks.check_step_stats`);
 * whether every fetched value of every step and every variable afterwards
-  equals the single-device run's within ``rtol``/``atol``;
+  equals the single-device run's: within ``rtol``/``atol`` elementwise, or
+  else within rounding noise, judged against a third run of the
+  single-device step from starting values and inputs moved by a few units in
+  the last place (`pardnn.backend.equivalence`; `compare_with_reference`);
 * the median timed step beside the machine model's prediction
   (`pardnn.machine.simulate`) for the same graph, placement and cluster;
 * TensorFlow's ``_Send``/``_Recv`` pairs (from the partition graphs,
@@ -35,6 +38,7 @@ steps with every op on device 0 (host ops on its host CPU), and reports
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -54,6 +58,7 @@ from ..errors import PlacementError, RuntimeFailure
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement
+from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
 from .tf_backend import default_cluster
 from .tf_checks import PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv
 from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
@@ -216,8 +221,11 @@ class StepRun:
 
 
 def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps: int, target: str = "",
-                config=None, what: str = "the placed step") -> StepRun:
-    """A warm-up step, one traced step and ``steps`` timed steps, then read every variable."""
+                config=None, what: str = "the placed step", trace: bool = True) -> StepRun:
+    """A warm-up step, one traced step and ``steps`` timed steps, then read every variable.
+
+    ``trace=False`` runs the second step untraced (its ``metadata`` stays empty).
+    """
     feed = {t: batch[name] for t, name in program.feeds}
     run_list = [list(program.fetches), list(program.targets)]
     outputs: list[tuple[np.ndarray, ...]] = []
@@ -228,9 +236,12 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
             if program.init_ops:
                 sess.run(list(program.init_ops), feed_dict=dict(program.init_feeds))
             outputs.append(tuple(sess.run(run_list, feed_dict=feed)[0]))
-            options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
-                                              output_partition_graphs=True)
-            outputs.append(tuple(sess.run(run_list, feed_dict=feed, options=options, run_metadata=meta)[0]))
+            if trace:
+                options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+                                                  output_partition_graphs=True)
+                outputs.append(tuple(sess.run(run_list, feed_dict=feed, options=options, run_metadata=meta)[0]))
+            else:
+                outputs.append(tuple(sess.run(run_list, feed_dict=feed)[0]))
             for _ in range(steps):
                 t0 = time.perf_counter()
                 out = sess.run(run_list, feed_dict=feed)
@@ -249,22 +260,80 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
 # comparing
 # ---------------------------------------------------------------------------
 
-def max_difference(a: Sequence[np.ndarray], b: Sequence[np.ndarray], *, rtol: float, atol: float
-                   ) -> tuple[bool, float]:
-    """Whether every pair matches within tolerance (exactly for non-float dtypes), and the largest |a - b|."""
-    ok, worst = True, 0.0
-    for x, y in zip(a, b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape:
-            return False, float("inf")
-        if x.dtype.kind in "fc":
-            both = np.isfinite(x) & np.isfinite(y)
-            if both.any():
-                worst = max(worst, float(np.max(np.abs(x[both].astype(np.float64) - y[both].astype(np.float64)))))
-            ok &= bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True))
-        elif not np.array_equal(x, y):
-            ok, worst = False, float("inf")
-    return ok, worst
+NOISE_MODES = ("auto", "always", "off")
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceCheck:
+    """A placed program's run against the single-device reference run (and the noise reference, when it ran)."""
+
+    run: StepRun
+    reference: StepRun
+    noise: StepRun | None
+    """The single-device step from `equivalence.perturbed` starting values and inputs; None when not run."""
+    outputs: Comparison
+    """Each fetched output over all steps."""
+    variables: Comparison
+    """Each variable after the last step."""
+    noise_s: float = 0.0
+    """Wall time of the noise reference run (building and running it)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outputs.ok and self.variables.ok
+
+    @property
+    def criterion(self) -> str:
+        """``elementwise``, ``rounding noise`` or ``none`` (see `equivalence.Comparison.criterion`)."""
+        if not self.ok:
+            return "none"
+        return "elementwise" if self.outputs.elementwise and self.variables.elementwise else "rounding noise"
+
+
+def _compare(model: TFModel, run: StepRun, ref: StepRun, noise: StepRun | None, *, rtol: float, atol: float,
+             factor: float) -> tuple[Comparison, Comparison]:
+    fetches = [f"output {t}" for t in model.fetches]
+    outputs = compare_tensors(stack_steps(run.outputs, fetches), stack_steps(ref.outputs, fetches),
+                              None if noise is None else stack_steps(noise.outputs, fetches),
+                              rtol=rtol, atol=atol, factor=factor)
+    names = sorted(ref.variables)
+    variables = compare_tensors(dict(run.variables), {n: ref.variables[n] for n in names},
+                                None if noise is None else dict(noise.variables), rtol=rtol, atol=atol, factor=factor)
+    return outputs, variables
+
+
+def compare_with_reference(model: TFModel, placed_gd, reference_gd, values: Mapping[str, np.ndarray],
+                           batch: Mapping[str, np.ndarray], *, steps: int, session_target: str = "", config=None,
+                           rtol: float = 1e-4, atol: float = 1e-5, noise_factor: float = NOISE_FACTOR,
+                           noise: str = "auto", where: str = "") -> ReferenceCheck:
+    """Run ``placed_gd`` and ``reference_gd`` (the same step on one device) from ``values`` and ``batch``; compare.
+
+    Every fetched output of every step and every variable after the last step
+    must be close elementwise (``rtol``/``atol``) or within rounding noise:
+    at most ``noise_factor`` times the spread of a third run, ``reference_gd``
+    from `equivalence.perturbed` values and batch (see
+    `pardnn.backend.equivalence`). ``noise``: ``auto`` runs that noise
+    reference only when some tensor is not close, ``always`` always,
+    ``off`` never (elementwise only, as does ``noise_factor=0``).
+    """
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise {noise!r}: expected one of {', '.join(NOISE_MODES)}")
+    where = where or model.source or model.name
+    run = run_program(build_program(model, placed_gd, values), batch, steps=steps, target=session_target,
+                      config=config, what=f"{where}: the placed step")
+    ref = run_program(build_program(model, reference_gd, values), batch, steps=steps, target=session_target,
+                      config=config, what=f"{where}: the single-device step", trace=False)
+    outputs, variables = _compare(model, run, ref, None, rtol=rtol, atol=atol, factor=noise_factor)
+    close = outputs.elementwise and variables.elementwise
+    if noise == "off" or noise_factor <= 0 or (noise == "auto" and close):
+        return ReferenceCheck(run, ref, None, outputs, variables)
+    t0 = time.perf_counter()
+    noisy = run_program(build_program(model, reference_gd, perturbed(values)), perturbed(batch, seed=NOISE_SEED + 1),
+                        steps=steps,
+                        target=session_target, config=config, what=f"{where}: the noise reference step", trace=False)
+    noise_s = time.perf_counter() - t0
+    outputs, variables = _compare(model, run, ref, noisy, rtol=rtol, atol=atol, factor=noise_factor)
+    return ReferenceCheck(run, ref, noisy, outputs, variables, noise_s)
 
 
 # ---------------------------------------------------------------------------
@@ -310,6 +379,25 @@ class TFRunReport:
     """Every fetched value of every step is finite (NaN or inf in both runs would "match" and prove nothing)."""
     samples_us: tuple[float, ...] = field(default=(), repr=False)
     cost_model: str = ""
+    criterion: str = "elementwise"
+    """What the results matched by: ``elementwise`` (``rtol``/``atol``), ``rounding noise`` (some tensor needed
+    the noise reference, `pardnn.backend.equivalence`), or ``none``."""
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    noise_factor: float = NOISE_FACTOR
+    noise_reference: bool = False
+    """Whether the noise reference ran (by default only when some tensor is not close elementwise)."""
+    max_output_ratio: float | None = None
+    """Of the fetched outputs not close elementwise, the largest deviation beyond ``atol * sqrt(n)`` in units of
+    the noise reference's spread (within noise when at most ``noise_factor``); None when all are close."""
+    max_variable_ratio: float | None = None
+    """The same for the variables."""
+    mismatched: int = 0
+    """Tensors (fetched outputs over all steps, variables) that matched by neither criterion."""
+    mismatches: tuple[dict, ...] = ()
+    """The first 10 of them, worst first (`equivalence.TensorCheck.to_dict`)."""
+    noise_s: float = 0.0
+    """Wall time of the noise reference run."""
 
     @property
     def ok(self) -> bool:
@@ -338,9 +426,18 @@ class TFRunReport:
             "outputs_match": self.outputs_match, "max_output_diff": self.max_output_diff,
             "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
             "variables_compared": self.variables_compared,
+            "criterion": self.criterion, "rtol": self.rtol, "atol": self.atol, "noise_factor": self.noise_factor,
+            "noise_reference": self.noise_reference, "max_output_ratio": _json_ratio(self.max_output_ratio),
+            "max_variable_ratio": _json_ratio(self.max_variable_ratio), "mismatched": self.mismatched,
+            "mismatches": list(self.mismatches),
+            "noise_s": round(self.noise_s, 3),
             "losses": list(self.losses), "reference_losses": list(self.reference_losses),
             "finite": self.finite, "soft_placement": self.soft_placement, "ok": self.ok,
         }
+
+
+def _json_ratio(r: float | None) -> float | str | None:
+    return r if r is None or math.isfinite(r) else "inf"
 
 
 def all_finite(outputs: Sequence[Sequence[np.ndarray]]) -> bool:
@@ -378,8 +475,9 @@ def effective_assignment(g: OpGraph, assignment: Assignment, devices: Sequence[s
 
 def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | ClusterTarget | None = None,
                session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
-               atol: float = 1e-5, batch_size: int | None = None, soft_placement: bool = False,
-               timeout_s: float | None = 600.0, model_name: str = "") -> TFRunReport:
+               atol: float = 1e-5, noise_factor: float = NOISE_FACTOR, noise: str = "auto",
+               batch_size: int | None = None, soft_placement: bool = False, timeout_s: float | None = 600.0,
+               model_name: str = "") -> TFRunReport:
     """Run ``imp``'s step along ``placement`` and check it (see the module docstring).
 
     ``target`` says where the devices are: None means this host (its GPUs
@@ -387,6 +485,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     `ClusterTarget` with ``session_target`` task 0's ``grpc://`` address runs
     across a cluster's tasks. ``cluster`` is the machine model's cluster for
     the prediction (default: the placement's devices, default links).
+    ``rtol``, ``atol``, ``noise_factor`` and ``noise``: see `compare_with_reference`.
     """
     g, model = imp.graph, imp.model
     where = model_name or model.source or model.name
@@ -410,21 +509,12 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     values = starting_values(model, batch_size)
     batch = feed_values(model, batch_size)
 
-    run = run_program(build_program(model, placed, values), batch, steps=steps, target=session_target,
-                      config=config, what=f"{where}: the placed step")
     one = Assignment({n: (assignment.device[n] if is_host_op(g, g.index[n]) else devices[0]) for n in g.names},
                      assignment.host_ops, ())
-    ref = run_program(build_program(model, placed_graph_def(gd, one), values), batch, steps=steps,
-                      target=session_target, config=config, what=f"{where}: the single-device step")
-
-    outputs_ok, out_diff = True, 0.0
-    for a, b in zip(run.outputs, ref.outputs):
-        ok, d = max_difference(a, b, rtol=rtol, atol=atol)
-        outputs_ok &= ok
-        out_diff = max(out_diff, d)
-    names = sorted(ref.variables)
-    vars_ok, var_diff = max_difference([run.variables[n] for n in names], [ref.variables[n] for n in names],
-                                       rtol=rtol, atol=atol)
+    rc = compare_with_reference(model, placed, placed_graph_def(gd, one), values, batch, steps=steps,
+                                session_target=session_target, config=config, rtol=rtol, atol=atol,
+                                noise_factor=noise_factor, noise=noise, where=where)
+    run, ref = rc.run, rc.reference
     check = check_step_stats(run.metadata.step_stats, assignment.device)
     sr = count_send_recv(run.metadata.partition_graphs, frozenset(g.names))
     cl = cluster or default_cluster(placement)
@@ -437,6 +527,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     from_feeds = [t for t in sim_tensors if t[0] in fed]
     only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
     counts = np.bincount(effective, minlength=placement.num_devices)
+    failed = rc.outputs.failed() + rc.variables.failed()
     return TFRunReport(
         model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
         ops_per_device=tuple(int(c) for c in counts), host_ops=assignment.host_ops,
@@ -445,7 +536,15 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         placement_check=check, send_recv=sr, simulated_transfers=len(sim_tensors),
         simulated_feed_transfers=len(from_feeds),
         transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim),
-        outputs_match=outputs_ok, max_output_diff=out_diff, variables_match=vars_ok, max_variable_diff=var_diff,
-        variables_compared=len(names), losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),
+        outputs_match=rc.outputs.ok, max_output_diff=rc.outputs.max_abs_diff, variables_match=rc.variables.ok,
+        max_variable_diff=rc.variables.max_abs_diff, variables_compared=len(ref.variables),
+        losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),
         soft_placement=soft_placement, finite=all_finite(run.outputs), samples_us=run.step_us,
-        cost_model=str(g.meta.get("costs", "")))
+        cost_model=str(g.meta.get("costs", "")), criterion=rc.criterion, rtol=rtol, atol=atol,
+        noise_factor=noise_factor, noise_reference=rc.noise is not None, max_output_ratio=rc.outputs.max_ratio,
+        max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
+        mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]))
+
+
+def _badness(c) -> tuple[float, float]:
+    return (c.ratio if c.ratio is not None else math.inf, c.max_abs_diff)
