@@ -1,7 +1,7 @@
 """Importers that turn models and peer projects' files into ``pardnn.graph`` graphs.
 
-* `frontends.peers`: MSR device-placement JSON, PipeDream ``graph.txt``,
+* `pardnn.frontends.peers`: MSR device-placement JSON, PipeDream ``graph.txt``,
   ParDNN's DOT/size/duration text files (no extra needed);
-* `frontends.tensorflow`: SavedModel, GraphDef, Keras train steps (``tf`` extra);
-* `frontends.onnx`: ONNX models (``onnx`` extra).
+* `pardnn.frontends.tensorflow`: SavedModel, GraphDef, Keras train steps (``tf`` extra);
+* `pardnn.frontends.onnx`: ONNX models (``onnx`` extra).
 """

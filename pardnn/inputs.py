@@ -38,7 +38,7 @@ class FrontendOptions:
     dims: Mapping[str, int] = field(default_factory=dict)
     """Values for named dynamic dimensions (ONNX ``--dim name=value``)."""
     device_profile: str = "h100"
-    """Roofline device preset for estimated op times (see frontends.roofline)."""
+    """Roofline device preset for estimated op times (see pardnn.frontends.roofline)."""
     keep_unexecuted: bool = False
     """ParDNN DOT: keep ops a training step never runs."""
 
@@ -89,24 +89,24 @@ def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOpt
             raise InputError(f"{path}: \"format\" is {d.get('format')!r}, expected {GRAPH_FORMAT!r}")
         return graph_from_dict(d, source=str(path))
     if fmt == "msr":
-        from frontends.peers.msr import load_msr
+        from .frontends.peers.msr import load_msr
         return load_msr(path, **named)
     if fmt == "pipedream":
-        from frontends.peers.pipedream import load_pipedream
+        from .frontends.peers.pipedream import load_pipedream
         return load_pipedream(path, **named)
     if fmt == "pardnn-dot":
-        from frontends.peers.pardnn_text import load_pardnn_dot
+        from .frontends.peers.pardnn_text import load_pardnn_dot
         return load_pardnn_dot(path, keep_unexecuted=opts.keep_unexecuted, **named)
     if fmt in ("savedmodel", "graphdef"):
         try:
-            from frontends.tensorflow import load_tensorflow
+            from .frontends.tensorflow import load_tensorflow
         except ImportError as exc:
             raise MissingDependencyError(f"{path}: reading TensorFlow models needs the 'tf' extra "
                                          f"(pip install 'pardnn[tf]'): {exc}") from None
         return load_tensorflow(path, opts)
     if fmt == "onnx":
         try:
-            from frontends.onnx import load_onnx
+            from .frontends.onnx import load_onnx
         except ImportError as exc:
             raise MissingDependencyError(f"{path}: reading ONNX models needs the 'onnx' extra "
                                          f"(pip install 'pardnn[onnx]'): {exc}") from None

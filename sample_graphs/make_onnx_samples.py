@@ -5,7 +5,7 @@ Run from the repository root::
     python sample_graphs/make_onnx_samples.py             # sample_graphs/*.onnx (needs the onnx extra)
     python sample_graphs/make_onnx_samples.py --training  # tests/data/onnx/*/training_model.onnx
 
-The architectures are in `frontends.onnx.zoo` (real layer structure, random
+The architectures are in `pardnn.frontends.onnx.zoo` (real layer structure, random
 weights with a fixed seed); the files come out byte for byte the same each
 time. ``--training`` needs ``onnxruntime-training`` (1.19.2 is the last
 release with wheels for Python 3.11, and it imports ``torch``), which cannot
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import onnx
 
-from frontends.onnx.zoo import gpt, mlp
+from pardnn.frontends.onnx.zoo import gpt, mlp
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

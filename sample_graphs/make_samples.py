@@ -1,7 +1,7 @@
 """Regenerate the shipped sample graphs from the real data in ../shared/data.
 
 Run from the repository root: ``python sample_graphs/make_samples.py [DATA_DIR]``.
-Each sample is converted by the importer in `frontends.peers` and written as
+Each sample is converted by the importer in `pardnn.frontends.peers` and written as
 a compressed ``pardnn.graph``; `sample_graphs/README.md` says where each comes
 from and which rules the importer applied.
 """

@@ -5,7 +5,7 @@ Run from the repository root (needs the ``tf`` extra)::
     python sample_graphs/make_tf_samples.py [--steps 10] [--only transformer]
 
 Each model is a small but complete Keras 3 model. Its training step (forward,
-gradients, Adam) is built and flattened by `frontends.tensorflow.import_keras`
+gradients, Adam) is built and flattened by `pardnn.frontends.tensorflow.import_keras`
 and profiled for ``--steps`` steps on the host CPU; the graph is written as
 ``sample_graphs/tf_<name>.json.gz``. Profiles differ from run to run and
 machine to machine, so regenerated files are not byte-identical; their
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import keras
 
-    from frontends.tensorflow import import_keras
+    from pardnn.frontends.tensorflow import import_keras
     from pardnn.inputs import FrontendOptions
     from pardnn.ir import save_graph
 

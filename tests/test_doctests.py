@@ -6,8 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api", "pardnn.synthetic",
-           "frontends.common", "frontends.roofline", "pardnn.report.timeline", "pardnn.report.summary",
-           "pardnn.report.html", "pardnn.report.measured"]
+           "pardnn.frontends.common", "pardnn.frontends.roofline", "pardnn.report.timeline",
+           "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -22,11 +22,11 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from frontends.onnx import graph_from_prepared, load_onnx, prepare  # noqa: E402
-from frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.api import partition  # noqa: E402
 from pardnn.backend.onnx_pipeline import node_devices, plan_stages, run_placement, stage_model  # noqa: E402
 from pardnn.cluster import Cluster  # noqa: E402
+from pardnn.frontends.onnx import graph_from_prepared, load_onnx, prepare  # noqa: E402
+from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.inputs import FrontendOptions  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 

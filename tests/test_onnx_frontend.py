@@ -17,11 +17,11 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from frontends import roofline  # noqa: E402
-from frontends.onnx import load_onnx  # noqa: E402
-from frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.errors import InputError  # noqa: E402
+from pardnn.frontends import roofline  # noqa: E402
+from pardnn.frontends.onnx import load_onnx  # noqa: E402
+from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
@@ -348,8 +348,9 @@ def test_training_artifact_gpt_needs_its_label_dimension_and_partitions():
         assert len(set(plan.assignment[members].tolist())) == 1
 
 
-@pytest.mark.parametrize("name", ["frontends.onnx.model", "frontends.onnx.shapes", "frontends.onnx.costs",
-                                  "frontends.onnx.runtime", "frontends.onnx.zoo"])
+@pytest.mark.parametrize("name", ["pardnn.frontends.onnx.model", "pardnn.frontends.onnx.shapes",
+                                  "pardnn.frontends.onnx.costs", "pardnn.frontends.onnx.runtime",
+                                  "pardnn.frontends.onnx.zoo"])
 def test_docstring_examples(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0

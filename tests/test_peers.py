@@ -11,12 +11,12 @@ import json
 import numpy as np
 import pytest
 
-from frontends.common import robust_average
-from frontends.peers.msr import load_msr
-from frontends.peers.pardnn_text import (load_pardnn_dot, parse_dot, parse_durations, parse_sizes,
-                                         timeline_op_times)
-from frontends.peers.pipedream import load_pipedream, parse_pipedream
 from pardnn.errors import InputError
+from pardnn.frontends.common import robust_average
+from pardnn.frontends.peers.msr import load_msr
+from pardnn.frontends.peers.pardnn_text import (load_pardnn_dot, parse_dot, parse_durations, parse_sizes,
+                                                timeline_op_times)
+from pardnn.frontends.peers.pipedream import load_pipedream, parse_pipedream
 from pardnn.inputs import detect_format, load_input
 
 # ---------------------------------------------------------------------------

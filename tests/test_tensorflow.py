@@ -17,13 +17,13 @@ from click.testing import CliRunner
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from frontends.tensorflow import TFModel, import_keras, import_tensorflow, load_tensorflow  # noqa: E402
-from frontends.tensorflow.build import to_opgraph  # noqa: E402
-from frontends.tensorflow.flatten import CALL_OPS  # noqa: E402
-from frontends.tensorflow.keras_step import keras_train_step  # noqa: E402
 from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.cli import cli  # noqa: E402
 from pardnn.errors import EXIT_INPUT, InputError  # noqa: E402
+from pardnn.frontends.tensorflow import TFModel, import_keras, import_tensorflow, load_tensorflow  # noqa: E402
+from pardnn.frontends.tensorflow.build import to_opgraph  # noqa: E402
+from pardnn.frontends.tensorflow.flatten import CALL_OPS  # noqa: E402
+from pardnn.frontends.tensorflow.keras_step import keras_train_step  # noqa: E402
 from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
 
 from . import tf_models  # noqa: E402
@@ -150,7 +150,7 @@ def test_persistent_bytes_are_the_weights_and_the_slots(mlp_model, mlp_static):
 
 
 def test_static_costs_come_from_the_roofline(mlp_model, mlp_static):
-    from frontends.roofline import DEVICE_PROFILES, matmul_flops, op_time_us
+    from pardnn.frontends.roofline import DEVICE_PROFILES, matmul_flops, op_time_us
 
     m, _ = mlp_model
     g = mlp_static.graph
@@ -433,8 +433,8 @@ def test_dense_stacks_keep_the_frontend_invariants(widths, batch):
                 assert g.colocation[g.id(src)] == g.colocation[g.id(n.name)] >= 0
 
 
-@pytest.mark.parametrize("name", ["frontends.tensorflow.model", "frontends.tensorflow.shapes",
-                                  "frontends.tensorflow.loops", "frontends.tensorflow.phases"])
+@pytest.mark.parametrize("name", ["pardnn.frontends.tensorflow.model", "pardnn.frontends.tensorflow.shapes",
+                                  "pardnn.frontends.tensorflow.loops", "pardnn.frontends.tensorflow.phases"])
 def test_docstring_examples(name):
     import doctest
     import importlib

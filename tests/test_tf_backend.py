@@ -26,8 +26,6 @@ from click.testing import CliRunner
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from frontends.tensorflow import import_function, import_keras  # noqa: E402
-from frontends.tensorflow.keras_step import make_train_step  # noqa: E402
 from pardnn.api import partition  # noqa: E402
 from pardnn.backend import tf_run  # noqa: E402
 from pardnn.backend.equivalence import compare_tensors  # noqa: E402
@@ -40,6 +38,8 @@ from pardnn.backend.tf_step import place_step  # noqa: E402
 from pardnn.cli import cli  # noqa: E402
 from pardnn.cluster import Cluster  # noqa: E402
 from pardnn.errors import EXIT_INPUT, EXIT_RUNTIME, PlacementError, RuntimeFailure  # noqa: E402
+from pardnn.frontends.tensorflow import import_function, import_keras  # noqa: E402
+from pardnn.frontends.tensorflow.keras_step import make_train_step  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
 from . import tf_models  # noqa: E402
@@ -477,7 +477,7 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
 
 
 def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel, tmp_path):
-    from frontends.tensorflow import import_tensorflow
+    from pardnn.frontends.tensorflow import import_tensorflow
 
     imp = import_tensorflow(cnn_savedmodel)
     pl = scattered(imp.graph, 3)
@@ -511,7 +511,7 @@ def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel
 def test_a_savedmodel_that_captures_a_constant_restores_every_variable(tmp_path):
     """The Transformer's step captures its position indices as a constant beside the variables; the
     variables still start from the SavedModel's values, so the run's first loss is Keras's first loss."""
-    from frontends.tensorflow import import_tensorflow
+    from pardnn.frontends.tensorflow import import_tensorflow
 
     path = tf_models.save_keras_train_savedmodel(tf, keras, tf_models.transformer, tmp_path / "t")
     imp = import_tensorflow(path)
@@ -528,7 +528,7 @@ def test_a_savedmodel_that_captures_a_constant_restores_every_variable(tmp_path)
 
 
 def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path, imports):
-    from frontends.tensorflow import import_tensorflow
+    from pardnn.frontends.tensorflow import import_tensorflow
 
     g = import_tensorflow(cnn_savedmodel).graph
     ok = tmp_path / "p.json"

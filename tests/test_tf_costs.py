@@ -6,9 +6,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from frontends.roofline import DEVICE_PROFILES, op_time_us  # noqa: E402
-from frontends.tensorflow.costs import bytes_moved, estimate_time_us, op_flops  # noqa: E402
-from frontends.tensorflow.shapes import TensorInfo, dtype_size  # noqa: E402
+from pardnn.frontends.roofline import DEVICE_PROFILES, op_time_us  # noqa: E402
+from pardnn.frontends.tensorflow.costs import bytes_moved, estimate_time_us, op_flops  # noqa: E402
+from pardnn.frontends.tensorflow.shapes import TensorInfo, dtype_size  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

@@ -4,7 +4,7 @@
 included, and returns an `OpGraph` with nodes in a topological order. The
 rules, also in docs/onnx.md:
 
-**Shapes.** ONNX shape inference sizes every value (see `frontends.onnx.shapes`).
+**Shapes.** ONNX shape inference sizes every value (see `pardnn.frontends.onnx.shapes`).
 Dynamic input dimensions come from ``--dim NAME=VALUE`` (``--dim
 INPUT:AXIS=VALUE`` for an unnamed one) and ``--batch-size`` (named axis-0
 dimensions); an unresolved one is an error naming the input, the axis and the
@@ -34,10 +34,10 @@ flag, never a silent 1.
 
 **Costs.** ``options.profile_steps > 0``: an onnxruntime profile with graph
 optimisations off, ``profile_steps`` runs after a warm-up, combined with
-`frontends.common.robust_average` (`frontends.onnx.costs.profile_times`); these
+`pardnn.frontends.common.robust_average` (`pardnn.frontends.onnx.costs.profile_times`); these
 are times on this machine's onnxruntime provider. Otherwise the shared roofline
-(`frontends.roofline`) over ``options.device_profile`` from each node's FLOPs
-and bytes moved (`frontends.onnx.costs`). ``temp_bytes`` is 0 (ONNX does not
+(`pardnn.frontends.roofline`) over ``options.device_profile`` from each node's FLOPs
+and bytes moved (`pardnn.frontends.onnx.costs`). ``temp_bytes`` is 0 (ONNX does not
 say how much scratch a kernel takes).
 
 **Training graphs.** An onnxruntime-training ``training_model.onnx`` (forward,
@@ -80,8 +80,7 @@ def _weights_loaded(pm: PreparedModel):
 
 def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = None) -> OpGraph:
     """The `OpGraph` of an already prepared model (costs as ``options`` say)."""
-    from frontends import roofline
-
+    from .. import roofline
     from .convert import to_graph
     from .costs import profile_times, roofline_time_us
     from .runtime import feeds_for

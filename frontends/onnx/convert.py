@@ -1,4 +1,4 @@
-"""A prepared ONNX model as a ``pardnn.graph`` (the rules are listed in `frontends.onnx`)."""
+"""A prepared ONNX model as a ``pardnn.graph`` (the rules are listed in `pardnn.frontends.onnx`)."""
 
 from __future__ import annotations
 

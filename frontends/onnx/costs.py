@@ -1,15 +1,15 @@
 """Op costs for ONNX nodes: FLOPs and bytes moved for the shared roofline, or times from an onnxruntime profile.
 
-Roofline (`node_flops`, `node_bytes_moved`, then `frontends.roofline.op_time_us`):
+Roofline (`node_flops`, `node_bytes_moved`, then `pardnn.frontends.roofline.op_time_us`):
 
 * ``MatMul``/``FusedMatMul``/``MatMulInteger``/``QLinearMatMul``: 2 x M x K x N per batch element;
   ``Gemm``: the same plus the bias;
 * ``Conv`` (and the quantised forms): 2 x output elements x (Cin / group) x kernel taps, plus the bias;
   ``ConvTranspose``: 2 x input elements x (Cout / group) x kernel taps;
-* ``Einsum``: `frontends.roofline.einsum_flops` over the equation;
+* ``Einsum``: `pardnn.frontends.roofline.einsum_flops` over the equation;
 * attention ops (com.microsoft ``Attention`` with its QKV projection, ``MultiHeadAttention``,
-  ``GroupQueryAttention``, ONNX ``Attention``): `frontends.roofline.attention_flops`;
-* element-wise and normalisation ops: `frontends.roofline.ELEMENTWISE_FLOPS` per output element;
+  ``GroupQueryAttention``, ONNX ``Attention``): `pardnn.frontends.roofline.attention_flops`;
+* element-wise and normalisation ops: `pardnn.frontends.roofline.ELEMENTWISE_FLOPS` per output element;
   reductions one per input element; pooling one per output element per kernel tap;
 * everything else moves data only.
 
@@ -21,7 +21,7 @@ time (graph inputs, initializers, ``Constant``) cost nothing.
 Profile (`profile_times`): the model runs ``steps`` times (after one warm-up
 run) in onnxruntime with graph optimisations off, so each node is one kernel;
 each node's kernel times per run are summed, and the runs are combined with
-`frontends.common.robust_average`.
+`pardnn.frontends.common.robust_average`.
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from typing import Mapping, Sequence
 
 import onnx
 
-from frontends import roofline
-from frontends.common import robust_average
-
+from .. import roofline
+from ..common import robust_average
 from .model import TensorInfo
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Size", "Constant",

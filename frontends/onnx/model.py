@@ -10,7 +10,7 @@ see the same node names and the same static shapes:
 2. **name** every node uniquely and stably (`unique_node_names`): ONNX names
    may be empty or repeated; the original is kept beside;
 3. **fix dynamic dimensions** of the graph inputs from the user's values
-   (`frontends.onnx.dims.resolve_dims`): ``--dim NAME=VALUE`` for a named dimension,
+   (`pardnn.frontends.onnx.dims.resolve_dims`): ``--dim NAME=VALUE`` for a named dimension,
    ``--dim INPUT:AXIS=VALUE`` for one without a name, and ``--batch-size N``
    for every named dimension used as an input's axis 0. A dimension left unresolved is an
    `InputError` naming the input, the axis and the flag that fixes it: never
@@ -20,7 +20,7 @@ see the same node names and the same static shapes:
    (``Shape -> Gather -> Range``, masks from ``ConstantOfShape``) is evaluated
    with onnx's reference ops, and the com.microsoft ops of
    onnxruntime-training graphs are sized by their conventions (the gradient
-   ``T_grad`` has the shape of ``T``); see `frontends.onnx.shapes`. What is still
+   ``T_grad`` has the shape of ``T``); see `pardnn.frontends.onnx.shapes`. What is still
    unsized is measured by running the model once with onnxruntime; if that
    fails too, an `InputError` names the tensor and the node that makes it.
 """

@@ -13,7 +13,7 @@ tensor sizes and op durations in side files. `load_pardnn_dot` reads:
   (Chrome-trace JSON, one step each). From a timeline an op's time is the sum
   of its GPU kernels on the ``stream:all`` row where it has any, else its
   compute-row time; several timelines are combined with ParDNN's robust
-  average (`frontends.common.robust_average`).
+  average (`pardnn.frontends.common.robust_average`).
 
 Side files are found next to the DOT file (``tensors_sz*.txt``,
 ``profs/*.json*``, ``time_steps_32/nodes_average_durations.txt``) or in a

@@ -32,11 +32,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from frontends.roofline import get_profile
 from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
 from pardnn.ir import GraphBuilder, OpGraph
 
+from ..roofline import get_profile
 from ._tf import tf
 from .colocation import HOST_DEVICE, VARIABLE_OPS, colocation
 from .costs import estimate_time_us

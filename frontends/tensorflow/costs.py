@@ -1,7 +1,7 @@
 """Roofline estimates of TensorFlow op times, for graphs imported without a profile.
 
 An op's time is ``launch + max(FLOPs / peak, bytes moved / bandwidth)`` on a
-`frontends.roofline.DeviceProfile` (``--device-profile``). FLOPs:
+`pardnn.frontends.roofline.DeviceProfile` (``--device-profile``). FLOPs:
 
 * ``MatMul``: 2·m·n·k; ``BatchMatMul``/``V2``/``V3``: 2·(output elements)·k;
 * ``Conv2D``/``Conv3D``: 2·(output elements)·(kernel taps · input channels per
@@ -24,9 +24,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from frontends.roofline import (DeviceProfile, conv_flops, einsum_flops, elementwise_flops, matmul_flops,
-                                op_time_us)
-
+from ..roofline import DeviceProfile, conv_flops, einsum_flops, elementwise_flops, matmul_flops, op_time_us
 from .shapes import TensorInfo
 
 NO_KERNEL_OPS = frozenset({

@@ -18,7 +18,7 @@ One warm-up step runs untraced; then ``N`` steps run with
 * **time**: per node, the sum over its executions in the step (a loop body
   runs once per iteration) of ``op_end_rel_nanos - op_start_rel_nanos``;
   the N per-step sums are combined with ParDNN's robust average
-  (`frontends.common.robust_average`: the median for fewer than 5 steps,
+  (`pardnn.frontends.common.robust_average`: the median for fewer than 5 steps,
   else trimmed of the two lowest and two highest, then (mean + median) / 2);
 * **output bytes**: per output slot, the largest size over all executions,
   from the traced tensor description: its shape times its dtype size (an
@@ -44,10 +44,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from frontends.common import robust_average
 from pardnn.errors import InputError, RuntimeFailure
 from pardnn.progress import note, substage
 
+from ..common import robust_average
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
 from .model import TFModel

@@ -11,7 +11,7 @@
    of every weight its nodes read (weights are loaded before the step, so a
    weight read on two devices lives on both).
 3. **Pipeline** (`run_pipeline`). One `InferenceSession` per stage, on its
-   device's provider (`frontends.onnx.runtime.providers_for`: CUDA on
+   device's provider (`pardnn.frontends.onnx.runtime.providers_for`: CUDA on
    ``/device:GPU:i`` when onnxruntime has it, the CPU provider otherwise).
    Each device runs its stages in order on a thread of its own; a stage starts
    when the stages it reads from have finished, so stages on different devices
@@ -37,13 +37,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from frontends.onnx import graph_from_prepared, prepare
-from frontends.onnx.convert import node_reads
-from frontends.onnx.model import PreparedModel
-from frontends.onnx.runtime import example_feeds, make_session, provider_label, providers_for
-
 from ..cluster import Cluster
 from ..errors import MissingDependencyError, PlacementError, RuntimeFailure
+from ..frontends.onnx import graph_from_prepared, prepare
+from ..frontends.onnx.convert import node_reads
+from ..frontends.onnx.model import PreparedModel
+from ..frontends.onnx.runtime import example_feeds, make_session, provider_label, providers_for
 from ..inputs import FrontendOptions
 from ..ir import OpGraph
 from ..machine import simulate

@@ -106,7 +106,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     spec = read_cluster_spec(cluster_spec) if cluster_spec else None
     k = None if isinstance(placement, Placement) else placement_device_count(placement)
     try:
-        from frontends.tensorflow import import_tensorflow
+        from ..frontends.tensorflow import import_tensorflow
 
         from . import tf_run
     except ImportError as exc:
@@ -139,7 +139,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
 
 
 def _write(imp, placement: Placement, devices, out, batch_size):
-    from frontends.tensorflow.shapes import with_batch
+    from ..frontends.tensorflow.shapes import with_batch
 
     from .tf_rewrite import assign_devices, placed_graph_def
     from .tf_run import starting_values
@@ -168,7 +168,7 @@ def rewrite(model: str | Path, placement: str | Path | Placement, output: str | 
             options: FrontendOptions | None = None, device_kind: str = "as-named", tasks: int | None = None,
             cluster_spec: str | Path | None = None) -> tuple[Path, dict]:
     """Write ``model`` with ``placement``'s devices to ``output``; the path and a summary."""
-    from frontends.tensorflow import import_tensorflow
+    from ..frontends.tensorflow import import_tensorflow
 
     from .tf_rewrite import assign_devices
 

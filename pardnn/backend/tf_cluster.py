@@ -103,7 +103,7 @@ def check_reachable(spec: TFClusterSpec, timeout_s: float = 5.0) -> None:
 
 def cluster_devices(spec: TFClusterSpec, timeout_s: float = 30.0) -> tuple[str, ...]:
     """Every device a session on task 0 sees (full names)."""
-    from frontends.tensorflow._tf import config_pb2, tf
+    from ..frontends.tensorflow._tf import config_pb2, tf
 
     config = config_pb2.ConfigProto(operation_timeout_in_ms=int(timeout_s * 1000))
     try:

@@ -46,15 +46,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from frontends.tensorflow._tf import config_pb2, tf
-from frontends.tensorflow.build import TFImport
-from frontends.tensorflow.colocation import VARIABLE_OPS
-from frontends.tensorflow.model import TFModel, split_tensor_name
-from frontends.tensorflow.profile import _concrete, _draw, feed_values
-from frontends.tensorflow.shapes import import_graph, with_batch
-
 from ..cluster import Cluster
 from ..errors import PlacementError, RuntimeFailure
+from ..frontends.tensorflow._tf import config_pb2, tf
+from ..frontends.tensorflow.build import TFImport
+from ..frontends.tensorflow.colocation import VARIABLE_OPS
+from ..frontends.tensorflow.model import TFModel, split_tensor_name
+from ..frontends.tensorflow.profile import _concrete, _draw, feed_values
+from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement

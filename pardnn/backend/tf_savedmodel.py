@@ -32,10 +32,9 @@ from typing import Mapping
 
 import numpy as np
 
-from frontends.tensorflow._tf import tf
-from frontends.tensorflow.model import TFModel, split_tensor_name
-
 from ..errors import InputError, OutputError, RuntimeFailure
+from ..frontends.tensorflow._tf import tf
+from ..frontends.tensorflow.model import TFModel, split_tensor_name
 from .tf_devices import devices_needed
 from .tf_rewrite import write_graph_def
 from .tf_run import _first_line, build_program, session_config

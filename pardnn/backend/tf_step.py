@@ -31,12 +31,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from frontends.tensorflow._tf import tf
-from frontends.tensorflow.build import TFImport
-from frontends.tensorflow.profile import feed_values
-from frontends.tensorflow.shapes import with_batch
-
 from ..errors import InputError, PlacementError
+from ..frontends.tensorflow._tf import tf
+from ..frontends.tensorflow.build import TFImport
+from ..frontends.tensorflow.profile import feed_values
+from ..frontends.tensorflow.shapes import with_batch
 from ..placement import Placement
 from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
 from .tf_rewrite import Assignment, assign_devices, check_placement_matches, placed_graph_def
