@@ -201,7 +201,7 @@ def main() -> int:
     mods = discover(roots)
     for m in mods.values():
         scan(m, mods)
-    print(f"{len(mods)} modules in {', '.join(f'{k} ({v.relative_to(args.root)}/)' for k, v in roots.items())}")
+    print(f"{len(mods)} modules in {', '.join(f'{k} ({v.relative_to(args.root)}/)' for k, v in sorted(roots.items()))}")
 
     cycles = [c for c in strongly_connected(mods) if len(c) > 1]
     print(f"\nimport cycles (strongly connected components of more than one module): {len(cycles)}")

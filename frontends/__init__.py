@@ -1,7 +1,23 @@
-"""Importers that turn models and peer projects' files into ``pardnn.graph`` graphs.
+"""Importers that turn models and peer projects' files into ``pardnn.graph`` graphs, and the registry of them.
 
-* `pardnn.frontends.peers`: MSR device-placement JSON, PipeDream ``graph.txt``,
-  ParDNN's DOT/size/duration text files (no extra needed);
-* `pardnn.frontends.tensorflow`: SavedModel, GraphDef, Keras train steps (``tf`` extra);
-* `pardnn.frontends.onnx`: ONNX models (``onnx`` extra).
+* `pardnn.frontends.registry`: `detect_format` and `load_input`, which pick
+  the importer for a path and import it on first use (what the command
+  line calls); `FrontendOptions` (`pardnn.frontends.options`) carries the
+  user's flags to every importer;
+* `pardnn.frontends.peers`: MSR device-placement JSON, PipeDream
+  ``graph.txt``, ParDNN's DOT/size/duration text files (no extra needed);
+* `pardnn.frontends.tensorflow`: SavedModel, GraphDef, Keras train steps
+  (``tf`` extra);
+* `pardnn.frontends.onnx`: ONNX models (``onnx`` extra);
+* `pardnn.frontends.roofline`, `pardnn.frontends.common`: the cost model
+  and the profile averaging the importers share.
+
+The directory is ``frontends/`` at the top of the repository; it installs
+as ``pardnn.frontends``. Importing this package imports no framework. The
+IR, the simulator and the placers never import it.
 """
+
+from .options import FrontendOptions
+from .registry import FORMATS, FRONTENDS, Frontend, detect_format, load_input
+
+__all__ = ["FORMATS", "FRONTENDS", "Frontend", "FrontendOptions", "detect_format", "load_input"]

@@ -106,7 +106,7 @@ def _real_name(path: Path, data: Path) -> str:
 def suite(name: str, *, data_dir: Path | None = None, samples_dir: Path | None = None,
           synthetic_sizes: Sequence[int] = (10_000, 50_000, 200_000)) -> list[GraphSource]:
     """The graphs of a named suite: ``quick``, ``real``, ``samples``, ``synthetic`` or ``full``."""
-    from .inputs import load_input
+    from .frontends import load_input
     from .synthetic import transformer_training_graph
 
     out: list[GraphSource] = []

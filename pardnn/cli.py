@@ -279,7 +279,7 @@ FORMATS = ["pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef",
 
 def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size=None, dims=(),
                           device_profile="h100", keep_unexecuted=False):
-    from .inputs import FrontendOptions
+    from .frontends import FrontendOptions
 
     parsed = {}
     for item in dims:
@@ -292,7 +292,7 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
 
 
 def _load_graph(path: str, fmt: str | None = None, options=None):
-    from .inputs import load_input
+    from .frontends import load_input
     g = load_input(path, fmt=fmt, options=options)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.obj is not None:

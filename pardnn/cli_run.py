@@ -1,6 +1,6 @@
 """``pardnn run``, ``pardnn rewrite`` and ``pardnn serve``: run a placed model on real devices and check it.
 
-``pardnn run`` dispatches on the model's format (`pardnn.inputs.detect_format`):
+``pardnn run`` dispatches on the model's format (`pardnn.frontends.detect_format`):
 ONNX models go to `pardnn.backend.onnx_pipeline`, TensorFlow SavedModels and
 GraphDefs to `pardnn.backend.tf_backend`; a format without a backend is a
 one-line error. ``pardnn rewrite`` writes a TensorFlow model with the
@@ -175,7 +175,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     """
     import importlib
 
-    from .inputs import detect_format
+    from .frontends import detect_format
 
     kind = fmt or detect_format(model)
     if kind not in RUNNABLE:
@@ -262,7 +262,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
       pardnn rewrite model_dir p.json -o placed.pbtxt
       pardnn rewrite model_dir p.json -o placed_model/ --tasks 2
     """
-    from .inputs import detect_format
+    from .frontends import detect_format
 
     kind = fmt or detect_format(model)
     if kind not in TF_FORMATS:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pardnn.inputs import load_input
+from pardnn.frontends import load_input
 from pardnn.ir import save_graph
 
 SAMPLES = {

@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import keras
 
+    from pardnn.frontends import FrontendOptions
     from pardnn.frontends.tensorflow import import_keras
-    from pardnn.inputs import FrontendOptions
     from pardnn.ir import save_graph
 
     for out, (build, name) in MODELS.items():

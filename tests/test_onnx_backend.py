@@ -25,9 +25,9 @@ from onnx import TensorProto, helper  # noqa: E402
 from pardnn.api import partition  # noqa: E402
 from pardnn.backend.onnx_pipeline import node_devices, plan_stages, run_placement, stage_model  # noqa: E402
 from pardnn.cluster import Cluster  # noqa: E402
+from pardnn.frontends import FrontendOptions  # noqa: E402
 from pardnn.frontends.onnx import graph_from_prepared, load_onnx, prepare  # noqa: E402
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
-from pardnn.inputs import FrontendOptions  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
 pytestmark = pytest.mark.onnx
@@ -295,7 +295,7 @@ def test_shipped_samples_are_reproducible():
 
 
 def test_import_pardnn_does_not_import_onnx():
-    code = ("import sys, pardnn, pardnn.cli, pardnn.backend, pardnn.inputs; "
+    code = ("import sys, pardnn, pardnn.cli, pardnn.backend, pardnn.frontends; "
             "assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules, 'onnx imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 

@@ -20,9 +20,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.errors import InputError  # noqa: E402
 from pardnn.frontends import roofline  # noqa: E402
+from pardnn.frontends import FrontendOptions, load_input  # noqa: E402
 from pardnn.frontends.onnx import load_onnx  # noqa: E402
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
-from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
 
@@ -322,7 +322,7 @@ def test_training_artifact_mlp_phases_parameters_and_groups():
 
 def test_an_artifact_folder_reads_its_training_model():
     folder = TRAINING / "mlp_training"
-    from pardnn.inputs import detect_format
+    from pardnn.frontends import detect_format
 
     assert detect_format(folder) == "onnx"
     a, b = load_input(folder), load_onnx(folder / "training_model.onnx")

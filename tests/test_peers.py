@@ -16,8 +16,8 @@ from pardnn.frontends.common import robust_average
 from pardnn.frontends.peers.msr import load_msr
 from pardnn.frontends.peers.pardnn_text import (load_pardnn_dot, parse_dot, parse_durations, parse_sizes,
                                                 timeline_op_times)
+from pardnn.frontends import detect_format, load_input
 from pardnn.frontends.peers.pipedream import load_pipedream, parse_pipedream
-from pardnn.inputs import detect_format, load_input
 
 # ---------------------------------------------------------------------------
 # Excerpts (real lines quoted in the data README)

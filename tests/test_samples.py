@@ -60,7 +60,7 @@ def test_sample_regeneration_is_exact(data_dir, tmp_path):
     spec = importlib.util.spec_from_file_location("make_samples", SAMPLES / "make_samples.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    from pardnn.inputs import load_input
+    from pardnn.frontends import load_input
     from pardnn.ir import save_graph
 
     for out, (rel, name) in mod.SAMPLES.items():

@@ -20,11 +20,11 @@ keras = pytest.importorskip("keras")
 from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.cli import cli  # noqa: E402
 from pardnn.errors import EXIT_INPUT, InputError  # noqa: E402
+from pardnn.frontends import FrontendOptions, load_input  # noqa: E402
 from pardnn.frontends.tensorflow import TFModel, import_keras, import_tensorflow, load_tensorflow  # noqa: E402
 from pardnn.frontends.tensorflow.build import to_opgraph  # noqa: E402
 from pardnn.frontends.tensorflow.flatten import CALL_OPS  # noqa: E402
 from pardnn.frontends.tensorflow.keras_step import keras_train_step  # noqa: E402
-from pardnn.inputs import FrontendOptions, load_input  # noqa: E402
 
 from . import tf_models  # noqa: E402
 

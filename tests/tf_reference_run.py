@@ -24,9 +24,9 @@ def reference_runs(name: str) -> dict[str, np.ndarray]:
     """``run/NAME`` and ``noise/NAME`` arrays of one model (outputs as ``output FETCH``, stacked over steps)."""
     import keras
 
-    from pardnn.frontends.tensorflow import import_keras
     from pardnn.backend import tf_run
     from pardnn.backend.equivalence import NOISE_SEED, perturbed, stack_steps
+    from pardnn.frontends.tensorflow import import_keras
 
     from . import tf_models
 

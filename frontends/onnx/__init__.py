@@ -59,9 +59,9 @@ import time
 from pathlib import Path
 
 from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure
-from pardnn.inputs import FrontendOptions
 from pardnn.ir import OpGraph
 
+from ..options import FrontendOptions
 from .model import PreparedModel, TensorInfo, prepare
 
 __all__ = ["load_onnx", "prepare", "PreparedModel", "TensorInfo", "graph_from_prepared"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pardnn.errors import InputError
-from pardnn.inputs import FrontendOptions
 from pardnn.ir import OpGraph
 
+from ..options import FrontendOptions
 from .build import TFImport, to_opgraph
 from .keras_step import function_step, keras_train_step, make_train_step
 from .model import Feed, TFModel

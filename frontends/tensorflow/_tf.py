@@ -3,7 +3,7 @@
 Every module of this package imports TensorFlow through here, so its C++
 INFO/WARNING lines stay off stderr (``TF_CPP_MIN_LOG_LEVEL=2`` unless the user
 set it) and a missing installation surfaces as one `ImportError`, which
-`pardnn.inputs` turns into a `MissingDependencyError` (exit code 6). Its Python
+`pardnn.frontends.registry` turns into a `MissingDependencyError` (exit code 6). Its Python
 loggers (``tensorflow``, ``absl``: deprecation notices and the like) follow the
 same setting: errors only, unless ``TF_CPP_MIN_LOG_LEVEL`` is 0 or 1 (the
 ``pardnn`` program sets 0 for ``-vv``). The ``pardnn`` program also keeps the

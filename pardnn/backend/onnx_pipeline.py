@@ -39,11 +39,11 @@ from onnx import helper, numpy_helper
 
 from ..cluster import Cluster
 from ..errors import MissingDependencyError, PlacementError, RuntimeFailure
+from ..frontends import FrontendOptions
 from ..frontends.onnx import graph_from_prepared, prepare
 from ..frontends.onnx.convert import node_reads
 from ..frontends.onnx.model import PreparedModel
 from ..frontends.onnx.runtime import example_feeds, make_session, provider_label, providers_for
-from ..inputs import FrontendOptions
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement, load_placement

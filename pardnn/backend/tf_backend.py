@@ -22,7 +22,7 @@ from typing import Callable
 from ..cluster import Cluster
 from ..errors import InputError, PlacementError
 from ..fileio import read_json
-from ..inputs import FrontendOptions
+from ..frontends import FrontendOptions
 from ..placement import Placement, load_placement
 from .tf_cluster import LocalCluster, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec

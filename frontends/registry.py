@@ -1,0 +1,124 @@
+"""Turn whatever the user points at into an `OpGraph`: the table of input formats and their loaders.
+
+`detect_format` tells the format from the path:
+
+* ``*.json`` / ``*.json.gz`` with ``"format": "pardnn.graph"``: our own format;
+* an MSR device-placement JSON (``maxSizePerFPGA`` header);
+* a PipeDream profile ``graph.txt``;
+* a ParDNN ``.dot`` edge list (with its size and duration files beside it);
+* a TensorFlow SavedModel directory or ``.pb``/``.pbtxt`` GraphDef (the ``tf`` extra);
+* an ``.onnx`` model (the ``onnx`` extra).
+
+`load_input` looks the format up in `FRONTENDS` and imports its loader's
+module on first use, so reading a ``pardnn.graph`` never imports TensorFlow
+or onnx, and a missing extra is a `MissingDependencyError` (exit code 6)
+naming it. The dependency points one way: the command line imports this
+registry, the registry imports the importers (lazily), and the importers
+import only `pardnn.frontends.options` and the core, never this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pardnn.errors import InputError, MissingDependencyError
+from pardnn.fileio import read_bytes, read_json
+from pardnn.ir import GRAPH_FORMAT, OpGraph, graph_from_dict
+
+from .options import FrontendOptions
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """Where one input format's loader lives; its module is imported when the format is first read."""
+
+    module: str
+    """The module that holds the loader."""
+    loader: str
+    """The loader's name: ``loader(path, options)``, or ``loader(path, **keywords)`` when `keywords` is a tuple."""
+    keywords: tuple[str, ...] | None = None
+    """The `FrontendOptions` fields the loader takes as keywords, each passed when set; None: the options."""
+    extra: str | None = None
+    """The pip extra the module needs (``pip install 'pardnn[EXTRA]'``); None: it is always installed."""
+    reads: str = ""
+    """What it reads, for the message when the extra is missing ("TensorFlow models")."""
+
+
+FRONTENDS: dict[str, Frontend] = {
+    "pardnn": Frontend(__name__, "load_pardnn_graph", keywords=()),
+    "msr": Frontend("pardnn.frontends.peers.msr", "load_msr", keywords=("name",)),
+    "pipedream": Frontend("pardnn.frontends.peers.pipedream", "load_pipedream", keywords=("name",)),
+    "pardnn-dot": Frontend("pardnn.frontends.peers.pardnn_text", "load_pardnn_dot",
+                           keywords=("keep_unexecuted", "name")),
+    "savedmodel": Frontend("pardnn.frontends.tensorflow", "load_tensorflow", extra="tf", reads="TensorFlow models"),
+    "graphdef": Frontend("pardnn.frontends.tensorflow", "load_tensorflow", extra="tf", reads="TensorFlow models"),
+    "onnx": Frontend("pardnn.frontends.onnx", "load_onnx", extra="onnx", reads="ONNX models"),
+}
+"""Format name -> its loader (the ``--format`` choices, in this order)."""
+
+FORMATS: tuple[str, ...] = tuple(FRONTENDS)
+
+
+def detect_format(path: str | Path) -> str:
+    """One of ``pardnn``, ``msr``, ``pipedream``, ``pardnn-dot``, ``savedmodel``, ``graphdef``, ``onnx``."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
+            return "savedmodel"
+        if (p / "training_model.onnx").exists():   # onnxruntime-training artifacts
+            return "onnx"
+        raise InputError(f"{p}: a directory, but not a TensorFlow SavedModel (no saved_model.pb inside) nor "
+                         "onnxruntime-training artifacts (no training_model.onnx inside)")
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    name = p.name.lower()
+    if name.endswith(".onnx"):
+        return "onnx"
+    if name.endswith((".pb", ".pbtxt")):
+        return "graphdef"
+    if name.endswith((".dot", ".dot.gz")):
+        return "pardnn-dot"
+    if name.endswith((".json", ".json.gz")):
+        head = read_bytes(p)[:4096].decode("utf-8", "replace")
+        if '"pardnn.graph"' in head[:200]:
+            return "pardnn"
+        if '"maxSizePerFPGA"' in head or '"maxFPGAs"' in head:
+            return "msr"
+        return "pardnn"
+    if name.endswith((".txt", ".txt.gz")):
+        head = read_bytes(p)[:2048].decode("utf-8", "replace")
+        if " -- " in head and "forward_compute_time=" in head:
+            return "pipedream"
+    raise InputError(f"{p}: cannot tell the format from the name; expected a pardnn.graph .json[.gz], "
+                     "a SavedModel directory, a .pb/.pbtxt GraphDef, an .onnx model, a PipeDream graph.txt, "
+                     "an MSR .json or a ParDNN .dot")
+
+
+def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
+    """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
+    fmt = fmt or detect_format(path)
+    opts = options or FrontendOptions()
+    frontend = FRONTENDS.get(fmt)
+    if frontend is None:
+        raise InputError(f"{path}: unknown input format {fmt!r}")
+    try:
+        module = importlib.import_module(frontend.module)
+    except ImportError as exc:
+        if frontend.extra is None:
+            raise
+        raise MissingDependencyError(f"{path}: reading {frontend.reads} needs the {frontend.extra!r} extra "
+                                     f"(pip install 'pardnn[{frontend.extra}]'): {exc}") from None
+    loader = getattr(module, frontend.loader)
+    if frontend.keywords is None:
+        return loader(path, opts)
+    return loader(path, **{k: getattr(opts, k) for k in frontend.keywords if getattr(opts, k)})
+
+
+def load_pardnn_graph(path: str | Path) -> OpGraph:
+    """Read a ``pardnn.graph`` file, refusing a JSON file that names another format."""
+    d = read_json(path)
+    if isinstance(d, dict) and d.get("format") not in (None, GRAPH_FORMAT) and "nodes" not in d:
+        raise InputError(f"{path}: \"format\" is {d.get('format')!r}, expected {GRAPH_FORMAT!r}")
+    return graph_from_dict(d, source=str(path))

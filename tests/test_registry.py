@@ -1,0 +1,65 @@
+"""The input registry: one table of formats, loaders imported on first use, missing extras named."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from pardnn.cli import cli
+from pardnn.errors import EXIT_DEPENDENCY, InputError, MissingDependencyError
+from pardnn.frontends import FORMATS, FRONTENDS, FrontendOptions, detect_format, load_input
+
+from .conftest import REPO, SAMPLES
+from .test_peers import PIPEDREAM_EXCERPT
+
+
+def test_formats_in_cli_order():
+    assert FORMATS == ("pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef", "onnx")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_loader_exists(fmt):
+    frontend = FRONTENDS[fmt]
+    framework = {"tf": "tensorflow", "onnx": "onnx"}.get(frontend.extra)
+    if framework and importlib.util.find_spec(framework) is None:
+        pytest.skip(f"the {frontend.extra!r} extra is not installed")
+    assert callable(getattr(importlib.import_module(frontend.module), frontend.loader))
+
+
+def test_options_reach_the_peer_loaders(tmp_path):
+    path = tmp_path / "graph.txt"
+    path.write_text(PIPEDREAM_EXCERPT)
+    assert detect_format(path) == "pipedream"
+    assert load_input(path).name == load_input(path, options=FrontendOptions(name="")).name != "mine"
+    assert load_input(path, options=FrontendOptions(name="mine")).name == "pipedream-mine"
+
+
+def test_unknown_format():
+    path = SAMPLES / "pardnn_vgg16.json.gz"
+    with pytest.raises(InputError, match=r"pardnn_vgg16.json.gz: unknown input format 'caffe'$"):
+        load_input(path, fmt="caffe")
+
+
+def test_a_missing_extra_is_named(monkeypatch):
+    """The loader's import fails: a MissingDependencyError naming the extra, exit code 6 on the command line."""
+    monkeypatch.setitem(sys.modules, "pardnn.frontends.onnx", None)   # makes `import pardnn.frontends.onnx` fail
+    path = SAMPLES / "onnx_mlp.onnx"
+    with pytest.raises(MissingDependencyError, match=r"onnx_mlp.onnx: reading ONNX models needs the 'onnx' extra "
+                                                     r"\(pip install 'pardnn\[onnx\]'\): "):
+        load_input(path)
+    r = CliRunner().invoke(cli, ["-q", "info", str(path)])
+    assert r.exit_code == EXIT_DEPENDENCY
+    assert "reading ONNX models needs the 'onnx' extra" in r.output
+
+
+def test_reading_a_pardnn_graph_imports_no_importer():
+    code = ("import sys; from pardnn.frontends import load_input; load_input('sample_graphs/pardnn_vgg16.json.gz'); "
+            "loaded = sorted(m for m in sys.modules if m.startswith('pardnn.frontends.')); "
+            "assert loaded == ['pardnn.frontends.options', 'pardnn.frontends.registry'], loaded; "
+            "assert not {'tensorflow', 'onnx'} & set(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
