@@ -16,8 +16,8 @@ import time
 
 from pardnn.baselines import PLACERS
 from pardnn.cluster import Cluster
+from pardnn.frontends.synthetic import transformer_training_graph
 from pardnn.machine import single_device_peak
-from pardnn.synthetic import transformer_training_graph
 
 
 def best_of(fn, repeat: int) -> float:

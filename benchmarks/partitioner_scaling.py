@@ -19,8 +19,8 @@ CHILD = r"""
 import json, resource, sys, time
 from pardnn import partitioner
 from pardnn.bench import bench_cluster, minimum_need, regime_capacity
+from pardnn.frontends.synthetic import transformer_training_graph
 from pardnn.machine import simulate, single_device_peak
-from pardnn.synthetic import transformer_training_graph
 
 n, regime, k = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 g = transformer_training_graph(n, seed=0)

@@ -13,8 +13,8 @@ import time
 import numpy as np
 
 from pardnn.cluster import Cluster
+from pardnn.frontends.synthetic import transformer_training_graph
 from pardnn.machine import simulate
-from pardnn.synthetic import transformer_training_graph
 
 
 def best_of(fn, repeat: int) -> float:

@@ -9,6 +9,8 @@
 * `pardnn.frontends.tensorflow`: SavedModel, GraphDef, Keras train steps
   (``tf`` extra);
 * `pardnn.frontends.onnx`: ONNX models (``onnx`` extra);
+* `pardnn.frontends.synthetic`: generated Transformer training steps of any
+  size, for benchmarks and scaling tests;
 * `pardnn.frontends.roofline`, `pardnn.frontends.common`: the cost model
   and the profile averaging the importers share.
 

@@ -1,6 +1,6 @@
 """The Python API: the same functions the command line calls.
 
->>> from pardnn.synthetic import transformer_training_graph
+>>> from pardnn.frontends.synthetic import transformer_training_graph
 >>> from pardnn.cluster import Cluster
 >>> g = transformer_training_graph(1500)
 >>> plan, sched = partition(g, Cluster.homogeneous(2), method="m-topo")

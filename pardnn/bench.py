@@ -107,7 +107,7 @@ def suite(name: str, *, data_dir: Path | None = None, samples_dir: Path | None =
           synthetic_sizes: Sequence[int] = (10_000, 50_000, 200_000)) -> list[GraphSource]:
     """The graphs of a named suite: ``quick``, ``real``, ``samples``, ``synthetic`` or ``full``."""
     from .frontends import load_input
-    from .synthetic import transformer_training_graph
+    from .frontends.synthetic import transformer_training_graph
 
     out: list[GraphSource] = []
     if name in ("real", "full"):

@@ -5,9 +5,9 @@ import importlib
 
 import pytest
 
-MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api", "pardnn.synthetic",
-           "pardnn.frontends.common", "pardnn.frontends.roofline", "pardnn.report.timeline",
-           "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured"]
+MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api",
+           "pardnn.frontends.synthetic", "pardnn.frontends.common", "pardnn.frontends.roofline",
+           "pardnn.report.timeline", "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured"]
 
 
 @pytest.mark.parametrize("name", MODULES)

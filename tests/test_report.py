@@ -215,7 +215,7 @@ def test_no_phases_and_one_device(tmp_path):
 
 
 def test_aggregated_gantt_for_a_large_graph():
-    from pardnn.synthetic import transformer_training_graph
+    from pardnn.frontends.synthetic import transformer_training_graph
     g = transformer_training_graph(30_000, seed=1)
     c = Cluster.homogeneous(4)
     plan, s = partition(g, c, method="m-topo")

@@ -1,6 +1,6 @@
 import numpy as np
 
-from pardnn.synthetic import transformer_training_graph
+from pardnn.frontends.synthetic import transformer_training_graph
 
 
 def test_size_is_near_the_target_and_deterministic():

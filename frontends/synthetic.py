@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .ir import GraphBuilder, OpGraph
+from pardnn.ir import GraphBuilder, OpGraph
 
 _FLOP_PER_US = 60e6        # 60 TFLOP/s sustained on large matrix products
 _BYTES_PER_US = 1.5e6      # 1.5 TB/s device memory bandwidth
