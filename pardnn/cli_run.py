@@ -14,6 +14,7 @@ import json
 
 import click
 
+from .backend.common import default_cluster
 from .cli import build_cluster, cluster_options, frontend_options, make_frontend_options
 from .errors import InputError, RuntimeFailure
 from .fileio import check_writable, refuse_overwrite
@@ -198,7 +199,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
 
     def cluster_for(pl):
         if all(x is None for x in flags):
-            return backend.default_cluster(pl)
+            return default_cluster(pl)
         return build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
                              default_devices=pl.num_devices)
 

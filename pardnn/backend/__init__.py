@@ -19,6 +19,8 @@
   - `tf_cluster`, `tf_server`: ``tf.distribute.Server`` tasks, a user's
     cluster spec or servers on 127.0.0.1 for testing;
   - `tf_backend`: what ``pardnn run`` and ``pardnn rewrite`` call.
+* `common` (pure): what both share, such as the machine model's cluster
+  when none is given (`default_cluster`).
 
 Framework imports stay inside the submodules, so ``import pardnn`` (and
 ``import pardnn.backend``) never imports onnx or TensorFlow.

@@ -47,6 +47,7 @@ from ..frontends.onnx.runtime import example_feeds, make_session, provider_label
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement, load_placement
+from .common import default_cluster
 
 
 @dataclass(frozen=True)
@@ -321,10 +322,6 @@ def compare_outputs(expected: Mapping[str, np.ndarray], got: Mapping[str, np.nda
             if not same:
                 worst = float("inf")
     return ok, worst
-
-
-def default_cluster(placement: Placement) -> Cluster:
-    return Cluster.homogeneous(placement.num_devices).renamed(placement.devices)
 
 
 def check_devices(g: OpGraph, placement: Placement, cluster: Cluster) -> None:

@@ -10,6 +10,10 @@
 The logical CPU devices are configured before anything else touches
 TensorFlow's runtime (`pardnn.backend.tf_run.setup_logical_cpus`), which is
 why `run_placement` reads the placement's device count from the file first.
+The modules that import TensorFlow (`tf_run`, `tf_savedmodel`, the
+TensorFlow frontend) are imported inside the functions that need them, so
+importing this module does not start TensorFlow, and a missing ``tf`` extra
+is one `MissingDependencyError`. None of them imports this module.
 """
 
 from __future__ import annotations
@@ -20,35 +24,18 @@ from pathlib import Path
 from typing import Callable
 
 from ..cluster import Cluster
-from ..errors import InputError, PlacementError
-from ..fileio import read_json
+from ..errors import InputError, MissingDependencyError, PlacementError
 from ..frontends import FrontendOptions
 from ..placement import Placement, load_placement
+from .common import placement_device_count
 from .tf_cluster import LocalCluster, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec
 from .tf_devices import ClusterTarget, LocalTarget, map_devices
+from .tf_rewrite import assign_devices, placed_graph_def
 
 log = logging.getLogger("pardnn.backend.tf")
 
 DEVICE_KINDS = ("auto", "gpu", "cpu")
-
-
-def default_cluster(placement: Placement) -> Cluster:
-    """The machine model's cluster when none is given: the placement's devices, unlimited memory, default links."""
-    return Cluster.homogeneous(placement.num_devices).renamed(placement.devices)
-
-
-def placement_device_count(path: str | Path) -> int | None:
-    """The number of devices a placement file lists, read without the graph (None when unknown)."""
-    p = Path(path)
-    if p.name.endswith((".place", ".place.gz")):
-        return None
-    try:
-        d = read_json(p)
-    except InputError:
-        return None
-    devices = d.get("devices") if isinstance(d, dict) else None
-    return len(devices) if isinstance(devices, list) and devices else None
 
 
 def cluster_target(spec: TFClusterSpec, placement: Placement, kind: str = "auto", *,
@@ -107,11 +94,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     k = None if isinstance(placement, Placement) else placement_device_count(placement)
     try:
         from ..frontends.tensorflow import import_tensorflow
-
         from . import tf_run
     except ImportError as exc:
-        from ..errors import MissingDependencyError
-
         raise MissingDependencyError(f"{model}: running TensorFlow models needs the 'tf' extra "
                                      f"(pip install 'pardnn[tf]'): {exc}") from None
     if not local_cluster and not spec and device_kind != "gpu":
@@ -140,8 +124,6 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
 
 def _write(imp, placement: Placement, devices, out, batch_size):
     from ..frontends.tensorflow.shapes import with_batch
-
-    from .tf_rewrite import assign_devices, placed_graph_def
     from .tf_run import starting_values
     from .tf_savedmodel import write_placed
 
@@ -169,8 +151,6 @@ def rewrite(model: str | Path, placement: str | Path | Placement, output: str | 
             cluster_spec: str | Path | None = None) -> tuple[Path, dict]:
     """Write ``model`` with ``placement``'s devices to ``output``; the path and a summary."""
     from ..frontends.tensorflow import import_tensorflow
-
-    from .tf_rewrite import assign_devices
 
     opts = options or FrontendOptions()
     spec = read_cluster_spec(cluster_spec) if cluster_spec else None

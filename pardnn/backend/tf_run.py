@@ -57,8 +57,8 @@ from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement
+from .common import default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
-from .tf_backend import default_cluster
 from .tf_checks import PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv
 from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
 from .tf_rewrite import Assignment, assign_devices, check_placement_matches, is_host_op, placed_graph_def
