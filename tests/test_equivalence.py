@@ -16,8 +16,7 @@ import pytest
 
 from pardnn.backend.equivalence import NOISE_FACTOR, NOISE_ULPS, check_tensor, compare_tensors, is_floating, \
     machine_epsilon, perturbed, stack_steps
-from pardnn.cli import cli  # noqa: F401  (pardnn.cli registers pardnn.cli_run's commands; import it first)
-from pardnn.cli_run import _criterion_line
+from pardnn.cli.run import _criterion_line
 
 
 def test_perturbed_moves_each_non_integral_float_by_a_few_ulps_and_nothing_else():

@@ -1,8 +1,8 @@
-"""``pardnn report GRAPH PLACEMENT -o report.html``, and the ``--report`` file of partition and bench.
+"""``pardnn report GRAPH PLACEMENT -o report.html``: the HTML report of a placement.
 
 The page itself is `pardnn.report`; this module parses flags, loads the
-inputs and writes the file. Registered on the main group at the end of
-`pardnn.cli`.
+inputs and writes the file (`pardnn.cli.options.write_placement_report`,
+which the ``--report`` of partition and bench use too).
 """
 
 from __future__ import annotations
@@ -11,37 +11,11 @@ from pathlib import Path
 
 import click
 
-from .cli import _load_graph, build_cluster, cluster_options, frontend_options, make_frontend_options
-from .errors import InputError
-from .fileio import check_writable, refuse_overwrite
-
-
-def check_report_path(path: str | None, *inputs: str | None) -> None:
-    """Fail early: the report needs matplotlib, and must not overwrite an input."""
-    if not path:
-        return
-    from .report.figures import require_matplotlib
-
-    require_matplotlib()
-    refuse_overwrite(path, *inputs)
-    check_writable(path)
-
-
-def write_placement_report(path: str, g, cluster, placement, schedule, *, progress, timings=None, measured=None,
-                           title=None) -> Path:
-    """Render the placement report and write it atomically to ``path``."""
-    from .report import render_report, save_report
-
-    with progress.stage(f"writing the report {path}"):
-        return save_report(render_report(g, cluster, placement, schedule, timings=timings, measured=measured,
-                                         title=title), path)
-
-
-def write_bench_report(path: str, result, *, progress, command: str | None = None) -> Path:
-    from .report import render_bench_report, save_report
-
-    with progress.stage(f"writing the report {path}"):
-        return save_report(render_bench_report(result, command=command), path)
+from ..errors import InputError
+from ..machine import simulate
+from ..placement import load_placement
+from .options import (build_cluster, check_report_path, cluster_options, frontend_options, make_frontend_options,
+                      read_input, write_placement_report)
 
 
 @click.command(name="report")
@@ -75,15 +49,13 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
       pardnn report sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB -o vgg.html
       pardnn report model.onnx p.json --dim seq=16 --batch-size 2 --measured run.json -o run.html
     """
-    from .machine import simulate
-    from .placement import load_placement
-    from .report import load_measured
+    from ..report import load_measured   # the report's modules load when one is written (start-up time)
 
     check_report_path(output, graph, placement, cluster_path, measured_path)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {graph}"):
-        g = _load_graph(graph, fmt, opts)
+        g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
     measured = load_measured(measured_path) if measured_path else None
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,

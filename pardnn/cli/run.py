@@ -5,20 +5,25 @@ ONNX models go to `pardnn.backend.onnx_pipeline`, TensorFlow SavedModels and
 GraphDefs to `pardnn.backend.tf_backend`; a format without a backend is a
 one-line error. ``pardnn rewrite`` writes a TensorFlow model with the
 placement's devices; ``pardnn serve`` runs one task of a TensorFlow cluster.
-Registered on the main group at the end of `pardnn.cli`.
+The backends are imported when a command runs: they need the ``onnx`` or
+``tf`` extra, and importing them is no part of ``pardnn --help``.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import sys
 
 import click
 
-from .backend.common import default_cluster
-from .cli import build_cluster, cluster_options, frontend_options, make_frontend_options
-from .errors import InputError, RuntimeFailure
-from .fileio import check_writable, refuse_overwrite
-from .units import format_time
+from ..backend.common import default_cluster
+from ..errors import InputError, MissingDependencyError, RuntimeFailure
+from ..fileio import check_writable, refuse_overwrite
+from ..frontends import detect_format
+from ..units import format_time
+from .options import build_cluster, cluster_options, frontend_options, make_frontend_options
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -174,10 +179,6 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
       pardnn run model_dir p.json --cluster-spec cluster.json --write placed_model/
       pardnn run model.onnx p.json --dim seq=16 --batch-size 2 --profile 5 --json
     """
-    import importlib
-
-    from .frontends import detect_format
-
     kind = fmt or detect_format(model)
     if kind not in RUNNABLE:
         what = "a pardnn.graph has no model to run" if kind == "pardnn" else f"running {kind} models"
@@ -263,8 +264,6 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
       pardnn rewrite model_dir p.json -o placed.pbtxt
       pardnn rewrite model_dir p.json -o placed_model/ --tasks 2
     """
-    from .frontends import detect_format
-
     kind = fmt or detect_format(model)
     if kind not in TF_FORMATS:
         raise InputError(f"{model}: pardnn rewrite writes TensorFlow models; this is a {kind} input")
@@ -272,7 +271,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
     check_writable(output, directory_ok=True)
     if tasks and cluster_spec:
         raise click.UsageError("--tasks and --cluster-spec cannot be combined")
-    from .backend.tf_backend import rewrite
+    from ..backend.tf_backend import rewrite
 
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with ctx.obj["progress"].stage(f"writing {model} placed along {placement}"):
@@ -307,22 +306,17 @@ def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float) -> None:
     Example (host 1 of 2):
       pardnn serve --cluster-spec cluster.json --task 1
     """
-    from .backend.tf_cluster import read_cluster_spec
-    from .backend.tf_server import serve
+    from ..backend.tf_cluster import read_cluster_spec
+    from ..backend.tf_server import serve
 
     spec = read_cluster_spec(cluster_spec)
     if task >= len(spec.tasks):
         raise InputError(f"{cluster_spec}: task {task} does not exist; job {spec.job!r} has {len(spec.tasks)} tasks")
     code = serve(spec.to_dict(), spec.job, task, cpus=cpus, lifetime_s=lifetime)
     if code == 0:   # the lifetime is over; the gRPC server's threads never stop by themselves
-        import os
-        import sys
-
         sys.stdout.flush()
         os._exit(0)
     if code == 6:
-        from .errors import MissingDependencyError
-
         raise MissingDependencyError("pardnn serve needs the 'tf' extra (pip install 'pardnn[tf]')")
     if code:
         raise RuntimeFailure(f"the server of task {task} ({spec.tasks[task]}) did not start")

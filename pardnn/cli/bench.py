@@ -1,0 +1,104 @@
+"""``pardnn bench``: every placer on a suite of graphs, compared with the machine model (`pardnn.bench`)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from ..api import DEFAULT_METHOD, all_methods
+from ..fileio import atomic_write, check_writable, output_transaction
+from .options import check_report_path, list_of, write_bench_report
+
+_REPO = Path(__file__).resolve().parents[2]
+"""The checkout this module runs from: the samples are in its sample_graphs/, the peer data beside it."""
+
+
+def _default_data_dir() -> Path | None:
+    for c in (Path.cwd() / ".." / "shared" / "data", _REPO.parent / "shared" / "data"):
+        if (c / "README.md").exists():
+            return c.resolve()
+    return None
+
+
+@click.command()
+@click.option("--suite", default="quick", show_default=True,
+              type=click.Choice(["quick", "samples", "real", "synthetic", "full"]),
+              help="quick: the samples and a 10k synthetic graph; full: every real graph, the samples and "
+                   "synthetic 10k/50k/200k graphs.")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False), help="The peer data directory "
+              "(default: ../shared/data).")
+@click.option("--methods", help="Comma list of methods (default: all; see partition --list-methods).")
+@click.option("--k", "ks", default="2,4,8", show_default=True, help="Device counts.")
+@click.option("--regimes", default="loose,tight", show_default=True, help="Memory regimes.")
+@click.option("--synthetic-sizes", default="10000,50000,200000", show_default=True)
+@click.option("--max-nodes", type=int, help="Skip graphs larger than this.")
+@click.option("--scaling/--no-scaling", default=True, show_default=True,
+              help="Also find each method's smallest feasible memory capacity by bisection.")
+@click.option("--scaling-max-nodes", default=20000, show_default=True,
+              help="Only run the memory-scaling bisection on graphs up to this size.")
+@click.option("--scaling-graphs", help="Only run the memory-scaling bisection on these graphs (comma list of names "
+              "as the tables print them, e.g. msr/op/bert_l-6_training,pipedream/resnet50).")
+@click.option("-o", "--output", "outdir", default="bench-out", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for results.csv, results.json, scaling.csv and makespan.png.")
+@click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the tables as Markdown here "
+              "(e.g. benchmarks/RESULTS.md).")
+@click.option("--tables/--no-tables", default=True, show_default=True, help="Print one table per case.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write the tables and plots as one HTML page here.")
+@click.pass_context
+def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthetic_sizes, max_nodes, scaling,
+          scaling_max_nodes, scaling_graphs, outdir, markdown, tables, report_path) -> None:
+    """Run every placer on a suite of graphs and compare them with the machine model.
+
+    Prints a table per case (makespan, feasibility, peak memory against
+    capacity, placement time, ours / the best feasible baseline), then a
+    summary; writes CSV, JSON and a plot.
+
+    \b
+    Examples:
+      pardnn bench                               # quick: samples + a 10k synthetic graph
+      pardnn bench --suite full --markdown benchmarks/RESULTS.md
+      pardnn bench --suite samples --k 4 --report bench.html
+    """
+    from .. import bench as B   # the benchmark harness loads when it runs (start-up time)
+
+    check_report_path(report_path)
+    check_writable(Path(outdir) / "results.json", markdown)
+
+    registry = all_methods()
+    names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in names if m not in registry]
+    if unknown:
+        raise click.BadParameter(f"unknown method(s) {', '.join(unknown)}", param_hint="--methods")
+    k_list = list_of(int, ks, "--k")
+    regime_list = [r.strip() for r in regimes.split(",")]
+    for r in regime_list:
+        if r not in B.REGIMES:
+            raise click.BadParameter(f"unknown regime {r!r}", param_hint="--regimes")
+    data = Path(data_dir) if data_dir else _default_data_dir()
+    sources = B.suite(suite, data_dir=data, samples_dir=_REPO / "sample_graphs",
+                      synthetic_sizes=list_of(int, synthetic_sizes, "--synthetic-sizes"))
+    if scaling_graphs:
+        missing = sorted(set(x.strip() for x in scaling_graphs.split(",")) - {src.name for src in sources})
+        if missing:
+            raise click.BadParameter(f"no graph named {', '.join(missing)} in the {suite!r} suite",
+                                     param_hint="--scaling-graphs")
+    result = B.run_bench(sources, methods=names, ks=k_list, regimes=regime_list, ours=DEFAULT_METHOD,
+                         scaling=scaling, scaling_max_nodes=scaling_max_nodes, max_nodes=max_nodes,
+                         scaling_graphs=[x.strip() for x in scaling_graphs.split(",")] if scaling_graphs else None,
+                         progress=ctx.obj["progress"])
+    if tables:
+        click.echo(B.case_tables(result))
+    click.echo(B.summary_table(result))
+    command = "pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if len(sys.argv) > 2 else "pardnn bench"
+    with output_transaction():   # every file of the run appears together or not at all
+        paths = B.write_outputs(result, Path(outdir))
+        if markdown:
+            atomic_write(markdown, B.markdown_report(result, command=command))
+            paths.append(Path(markdown))
+        if report_path:
+            paths.append(write_bench_report(report_path, result, progress=ctx.obj["progress"], command=command))
+    click.echo("wrote " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,85 @@
+"""``pardnn info GRAPH``: size, compute, critical path, memory and colocation groups of a graph."""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from ..analysis import critical_path
+from ..machine import single_device_peak
+from ..units import format_bytes, format_time
+from .options import echo_json, frontend_options, make_frontend_options, read_input
+
+
+@click.command()
+@click.argument("graph", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--top", default=5, show_default=True,
+              help="How many colocation groups to list (those holding the most persistent memory).")
+@frontend_options
+@click.pass_context
+def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature, profile_steps, batch_size, dims,
+         device_profile, keep_unexecuted) -> None:
+    """Summarise a graph: size, compute, critical path, memory, colocation groups.
+
+    \b
+    Example:
+      pardnn info sample_graphs/msr_bert_l3_training.json.gz
+    """
+    with ctx.obj["progress"].stage(f"reading {graph}"):
+        g = read_input(graph, fmt, make_frontend_options(None, signature, profile_steps, batch_size, dims,
+                                                          device_profile, keep_unexecuted))
+    cp_len, cp = critical_path(g)
+    group_sizes = [len(m) for m in g.groups]
+    group_pers = np.bincount(g.colocation[g.colocation >= 0], weights=g.persistent_bytes[g.colocation >= 0],
+                             minlength=len(g.group_names)) if g.group_names else np.zeros(0)
+    largest = sorted(range(len(g.group_names)), key=lambda i: (-group_pers[i], -group_sizes[i], i))[:top]
+    phases: dict[str, int] = {}
+    for x in (g.node_extra or ()):
+        if x and x.get("phase"):
+            phases[x["phase"]] = phases.get(x["phase"], 0) + 1
+    summary = {
+        "name": g.name,
+        "nodes": g.num_nodes,
+        "edges": g.num_edges,
+        "control_edges": int(g.edge_control.sum()),
+        "total_time_us": float(g.time_us.sum()),
+        "critical_path_us": cp_len,
+        "critical_path_ops": len(cp),
+        "parallelism": float(g.time_us.sum() / cp_len) if cp_len > 0 else 1.0,
+        "persistent_bytes": int(g.persistent_bytes.sum()),
+        "output_bytes": int(g.port_bytes.sum()),
+        "max_temp_bytes": int(g.temp_bytes.max()) if g.num_nodes else 0,
+        "single_device_peak_bytes": single_device_peak(g),
+        "colocation_groups": len(g.group_names),
+        "largest_groups": [{"name": g.group_names[i], "ops": group_sizes[i],
+                            "persistent_bytes": int(group_pers[i])} for i in largest],
+        "pinned_ops": int((g.pinned >= 0).sum()),
+        "phases": phases,
+    }
+    if as_json:
+        echo_json(summary)
+        return
+    rows = [
+        ("graph", g.name),
+        ("nodes", f"{g.num_nodes:,}"),
+        ("edges", f"{g.num_edges:,} ({summary['control_edges']:,} control)"),
+        ("total compute", format_time(summary["total_time_us"])),
+        ("critical path", f"{format_time(cp_len)} over {len(cp):,} ops "
+                          f"(average parallelism {summary['parallelism']:.2f})"),
+        ("persistent memory", format_bytes(summary["persistent_bytes"])),
+        ("all outputs", format_bytes(summary["output_bytes"])),
+        ("largest temp", format_bytes(summary["max_temp_bytes"])),
+        ("single-device peak", format_bytes(summary["single_device_peak_bytes"])),
+        ("colocation groups", f"{len(g.group_names):,}"),
+        ("pinned ops", f"{summary['pinned_ops']:,}"),
+    ]
+    if phases:
+        rows.append(("phases", ", ".join(f"{k} {v:,}" for k, v in sorted(phases.items()))))
+    width = max(len(r[0]) for r in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+    if largest:
+        click.echo("largest colocation groups:")
+        for item in summary["largest_groups"]:
+            click.echo(f"  {item['ops']:>6} ops  {format_bytes(item['persistent_bytes']):>11}  {item['name']}")

@@ -1,0 +1,184 @@
+"""What the commands share: the cluster and frontend flags, reading the input, the report file, printing JSON.
+
+Every command module imports this one and the library, and nothing else of
+`pardnn.cli`. The HTML report's modules (and matplotlib) load only when a
+report is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..cluster import Cluster, Device, load_cluster
+from ..fileio import check_writable, refuse_overwrite
+from ..frontends import FORMATS, FrontendOptions, load_input
+from ..ir import OpGraph
+from ..units import parse_rate, parse_size, parse_time
+
+
+def note_input(ctx: click.Context, g: OpGraph) -> None:
+    """Remember the input's size for messages that need it (out of memory)."""
+    ctx.find_root().obj["input_size"] = f"{g.num_nodes:,} nodes and {g.num_edges:,} edges ({g.name})"
+
+
+def distinct_outputs(*paths: str | None) -> None:
+    """Two outputs of one command may not name the same file."""
+    seen: dict[Path, str] = {}
+    for p in paths:
+        if not p:
+            continue
+        key = Path(p).resolve()
+        if key in seen:
+            raise click.UsageError(f"{p} is given for two outputs; choose a different path for each")
+        seen[key] = p
+
+
+def list_of(parse, text: str | None, what: str):
+    """``text`` split at commas and parsed; a bad item is a usage error naming the flag ``what``."""
+    if text is None:
+        return None
+    try:
+        return [parse(x) for x in str(text).split(",")]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=what) from None
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2))
+
+
+# ---------------------------------------------------------------------------
+# the cluster
+# ---------------------------------------------------------------------------
+
+def cluster_options(f):
+    options = [
+        click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False),
+                     help="A pardnn.cluster JSON file (instead of the flags below)."),
+        click.option("--devices", "-k", type=click.IntRange(1, 4096), help="Number of devices."),
+        click.option("--memory", "-m", help="Memory per device: 16GiB, 512MB, ... (a comma list gives one per "
+                                            "device; omitted = unlimited)."),
+        click.option("--speed", help="Relative speed per device (a number, or a comma list; default 1)."),
+        click.option("--bandwidth", help="Link bandwidth: 12GB/s, 100Gbit/s, ... (default 12GB/s)."),
+        click.option("--latency", help="Link latency: 25us, 0.01ms, ... (default 25us)."),
+        click.option("--device-prefix", default="/device:GPU:", show_default=True,
+                     help="Device names are this prefix plus an index."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
+                  bandwidth: str | None, latency: str | None, device_prefix: str,
+                  default_devices: int | None = None) -> Cluster:
+    """The cluster from ``--cluster`` or from the flags (flags may not be mixed with a file)."""
+    if cluster_path:
+        if devices is not None or speed is not None or bandwidth is not None or latency is not None:
+            raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency")
+        c = load_cluster(cluster_path)
+        if memory is not None:
+            mem = list_of(parse_size, memory, "--memory")
+            c = c.with_memory(mem[0] if len(mem) == 1 else mem)
+        return c
+    mem = list_of(parse_size, memory, "--memory")
+    spd = list_of(float, speed, "--speed")
+    k = devices or default_devices or max(len(mem or []), len(spd or []), 1)
+    for name, values in (("--memory", mem), ("--speed", spd)):
+        if values is not None and len(values) not in (1, k):
+            raise click.BadParameter(f"gives {len(values)} values for {k} devices", param_hint=name)
+    mem = [None] * k if mem is None else (mem * k if len(mem) == 1 else mem)
+    spd = [1.0] * k if spd is None else (spd * k if len(spd) == 1 else spd)
+    try:
+        bw = parse_rate(bandwidth) if bandwidth is not None else None
+        lat = parse_time(latency) if latency is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    kwargs: dict[str, Any] = {}
+    if bw is not None:
+        kwargs["bandwidth_bytes_per_us"] = bw
+    if lat is not None:
+        kwargs["latency_us"] = lat
+    return Cluster(tuple(Device(f"{device_prefix}{i}", mem[i], spd[i]) for i in range(k)), **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# the input
+# ---------------------------------------------------------------------------
+
+def frontend_options(f):
+    """Flags that reach the frontends (TensorFlow, ONNX, peers) through `FrontendOptions`."""
+    options = [
+        click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Input format (default: detected)."),
+        click.option("--signature", help="SavedModel signature to import (default: the training step if there is "
+                                         "one, else serving_default); for a GraphDef, the output node(s) to run, "
+                                         "comma separated."),
+        click.option("--profile", "profile_steps", type=click.IntRange(0), default=0, show_default=True,
+                     help="Profile this many steps for real op times (0 = roofline estimate)."),
+        click.option("--batch-size", type=click.IntRange(1), help="Value for unknown batch dimensions."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help="Value for a named dynamic dimension (repeatable)."),
+        click.option("--device-profile", default="h100", show_default=True,
+                     help="Device preset for estimated op times: h100, a100, v100, t4, cpu."),
+        click.option("--keep-unexecuted", is_flag=True, help="ParDNN DOT input: keep ops a step never runs."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size=None, dims=(),
+                          device_profile="h100", keep_unexecuted=False) -> FrontendOptions:
+    parsed = {}
+    for item in dims:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.strip().isdigit():
+            raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
+        parsed[key.strip()] = int(value)
+    return FrontendOptions(name=name, signature=signature, profile_steps=profile_steps, batch_size=batch_size,
+                           dims=parsed, device_profile=device_profile, keep_unexecuted=keep_unexecuted)
+
+
+def read_input(path: str, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
+    """The input as a graph (`pardnn.frontends.load_input`), its size noted for the out-of-memory message."""
+    g = load_input(path, fmt=fmt, options=options)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.obj is not None:
+        note_input(ctx, g)
+    return g
+
+
+# ---------------------------------------------------------------------------
+# the HTML report (pardnn report, and --report of partition and bench)
+# ---------------------------------------------------------------------------
+
+def check_report_path(path: str | None, *inputs: str | None) -> None:
+    """Fail early: the report needs matplotlib, and must not overwrite an input."""
+    if not path:
+        return
+    from ..report.figures import require_matplotlib
+
+    require_matplotlib()
+    refuse_overwrite(path, *inputs)
+    check_writable(path)
+
+
+def write_placement_report(path: str, g, cluster, placement, schedule, *, progress, timings=None, measured=None,
+                           title=None) -> Path:
+    """Render the placement report and write it atomically to ``path``."""
+    from ..report import render_report, save_report
+
+    with progress.stage(f"writing the report {path}"):
+        return save_report(render_report(g, cluster, placement, schedule, timings=timings, measured=measured,
+                                         title=title), path)
+
+
+def write_bench_report(path: str, result, *, progress, command: str | None = None) -> Path:
+    from ..report import render_bench_report, save_report
+
+    with progress.stage(f"writing the report {path}"):
+        return save_report(render_bench_report(result, command=command), path)

@@ -1,0 +1,193 @@
+"""``pardnn partition`` and ``pardnn simulate``: place a graph's ops, or simulate a placement, and print the table."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ..api import DEFAULT_METHOD, methods, partition as run_partition
+from ..cluster import Cluster
+from ..errors import InfeasibleError, InputError
+from ..fileio import check_writable, output_transaction, refuse_overwrite
+from ..machine import simulate as run_sim
+from ..placement import load_placement, save_placement
+from ..units import format_bytes, format_time
+from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
+                      frontend_options, make_frontend_options, read_input, write_placement_report)
+
+
+def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None) -> str:
+    serial = float(g.time_us.sum() / cluster.speed.max()) if g.num_nodes else 0.0
+    counts = np.bincount(sched.device, minlength=cluster.num_devices)
+    load = sched.compute_load_us()
+    lines = [title]
+    speedup = serial / sched.makespan_us if sched.makespan_us > 0 else 1.0
+    lines.append(f"predicted step time  {format_time(sched.makespan_us)}  "
+                 f"(speedup {speedup:.2f}x over all compute in series, {format_time(serial)})")
+    if seconds is not None:
+        lines.append(f"placement time       {seconds:.2f} s")
+    lines.append(f"transfers            {len(sched.transfers):,} ({format_bytes(sched.bytes_moved())})")
+    name_w = max(len("device"), *(len(d.name) for d in cluster.devices))
+    lines.append(f"{'device':<{name_w}}  {'ops':>8}  {'compute':>11}  {'peak memory':>11}  {'capacity':>11}  use")
+    for d, dev in enumerate(cluster.devices):
+        cap = cluster.capacity[d]
+        use = f"{100 * sched.peak_bytes[d] / cap:5.1f}%" if math.isfinite(cap) and cap > 0 else "    -"
+        flag = "  OVER" if sched.peak_bytes[d] > cap else ""
+        lines.append(f"{dev.name:<{name_w}}  {counts[d]:>8,}  {format_time(load[d]):>11}  "
+                     f"{format_bytes(sched.peak_bytes[d]):>11}  {format_bytes(cap):>11}  {use}{flag}")
+    lines.append(f"feasible             {'yes' if sched.feasible else 'NO'}")
+    for v in sched.violations[:10]:
+        lines.append(f"  - {v.message}")
+    return "\n".join(lines)
+
+
+def _check_method(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A usage error (exit 2) for a method that does not exist, as click reports a bad choice."""
+    if value is None:
+        return None
+    known = methods()
+    if value not in known:
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(known)}")
+    return value
+
+
+def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value:
+        return
+    click.echo("\n".join(methods()))
+    ctx.exit()
+
+
+@click.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the pardnn.placement JSON (or .place text, by its name).")
+@cluster_options
+@click.option("--method", default=None, callback=_check_method,
+              help="Placement method (default: the ParDNN pipeline). See --list-methods.")
+@click.option("--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
+              help="List the placement methods and exit.")
+@click.option("--place", "place_path", type=click.Path(dir_okay=False),
+              help="Also write ParDNN's plain 'name device' form here.")
+@click.option("--allow-infeasible", is_flag=True,
+              help="Write the placement even when it breaks a memory limit (exit code stays 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--time-passes", is_flag=True, help="Print each pipeline pass's time on stderr.")
+@click.option("--memory-heuristic", type=click.Choice(["auto", "knapsack", "residual"]), default="auto",
+              show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
+@click.option("--refine-evals", type=click.IntRange(min=0), default=None,
+              help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size, "
+                   "about 6e7 / (nodes + edges)); fewer is faster, more may place better. 0 skips refinement.")
+@click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
+              help="When nothing fits, search for the smallest memory that would (several more placements).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write an HTML report here: timeline, memory, communication (see `pardnn report`).")
+@frontend_options
+@click.pass_context
+def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
+              latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
+              memory_heuristic: str, refine_evals, capacity_search: bool, report_path, fmt, signature,
+              profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
+    """Place INPUT's ops on the cluster's devices and write the placement.
+
+    INPUT is a pardnn.graph file or anything `pardnn import` reads. The
+    cluster comes from --cluster or from --devices/--memory/... flags.
+
+    \b
+    Examples:
+      pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 2GiB -o vgg.placement.json
+      pardnn partition graph.json --cluster cluster.json -o placement.json --place placement.place
+      pardnn partition sample_graphs/tf_resnet14.json.gz -k 4 --memory 32MiB -o r.json --report r.html
+    """
+    for out in (output, place_path):
+        if out:
+            refuse_overwrite(out, input_path, cluster_path)
+    check_report_path(report_path, input_path, cluster_path, output, place_path)
+    distinct_outputs(output, place_path, report_path)
+    check_writable(output, place_path, report_path)
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
+    progress = ctx.obj["progress"]
+    opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
+    with progress.stage(f"reading {input_path}"):
+        g = read_input(input_path, fmt, opts)
+    t0 = time.perf_counter()
+    method = method or DEFAULT_METHOD
+    timings: list = []
+    with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
+        from ..partitioner import PardnnOptions   # the passes load when a placement is made (start-up time)
+        plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
+                                    progress=progress, timings=timings,
+                                    options=PardnnOptions(memory_heuristic=memory_heuristic,
+                                                          refine_evals=refine_evals),
+                                    search_capacity=capacity_search)
+    seconds = time.perf_counter() - t0
+    if time_passes and timings:
+        from ..pipeline import format_timings
+        click.echo(format_timings(timings), err=True)
+    with output_transaction():   # the placement, its .place form and the report appear together or not at all
+        save_placement(plan, g, output)
+        if place_path:
+            save_placement(plan, g, place_path)
+        if report_path:
+            write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
+    if as_json:
+        echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
+                    "placement_seconds": seconds, **sched.predicted()})
+    else:
+        click.echo(_placement_table(g, cluster, sched, seconds=seconds,
+                                    title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
+                                          f"with {method}"))
+        click.echo(f"wrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p))
+    if not sched.feasible:
+        raise InfeasibleError("the placement written breaks the machine model's constraints: "
+                              + sched.violations[0].message, short_bytes=sched.memory_shortfall())
+
+
+@click.command()
+@click.argument("graph", type=click.Path())
+@click.argument("placement", type=click.Path())
+@cluster_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
+@click.pass_context
+def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
+             device_prefix, as_json: bool) -> None:
+    """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
+
+    Without cluster flags the cluster has as many devices as the placement,
+    unlimited memory, 12 GB/s links and 25 us latency.
+
+    \b
+    Example:
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB --json
+    """
+    progress = ctx.obj["progress"]
+    with progress.stage(f"reading {graph}"):
+        g = read_input(graph)
+    pl = load_placement(placement, g)
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
+                            default_devices=pl.num_devices)
+    text_form = Path(placement).name.endswith((".place", ".place.gz"))
+    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
+        raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
+                         f"{cluster.num_devices}")
+    with progress.stage(f"simulating {g.num_nodes:,} ops"):
+        sched = run_sim(g, cluster, pl)
+    if as_json:
+        out = sched.predicted()
+        out.update({
+            "graph": g.name,
+            "devices": list(cluster.names),
+            "capacity_bytes": [None if not math.isfinite(c) else int(c) for c in cluster.capacity],
+            "peak_time_us": [float(t) for t in sched.peak_time_us],
+            "compute_us": [float(x) for x in sched.compute_load_us()],
+            "transfers": len(sched.transfers),
+            "bytes_moved": sched.bytes_moved(),
+            "violations": [v.message for v in sched.violations],
+        })
+        echo_json(out)
+        return
+    click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))
