@@ -61,8 +61,12 @@ from pathlib import Path
 from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure
 from pardnn.ir import OpGraph
 
+from .. import roofline
 from ..options import FrontendOptions
+from .convert import to_graph
+from .costs import profile_times, roofline_time_us
 from .model import PreparedModel, TensorInfo, prepare
+from .runtime import feeds_for
 
 __all__ = ["load_onnx", "prepare", "PreparedModel", "TensorInfo", "graph_from_prepared"]
 
@@ -80,11 +84,6 @@ def _weights_loaded(pm: PreparedModel):
 
 def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = None) -> OpGraph:
     """The `OpGraph` of an already prepared model (costs as ``options`` say)."""
-    from .. import roofline
-    from .convert import to_graph
-    from .costs import profile_times, roofline_time_us
-    from .runtime import feeds_for
-
     opts = options or FrontendOptions()
     try:
         device = roofline.get_profile(opts.device_profile)

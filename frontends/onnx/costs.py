@@ -35,9 +35,13 @@ from typing import Mapping, Sequence
 
 import onnx
 
+from pardnn.errors import RuntimeFailure
+from pardnn.progress import note, substage
+
 from .. import roofline
 from ..common import robust_average
 from .model import TensorInfo
+from .runtime import make_session
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Size", "Constant",
                       "Optional", "OptionalGetElement"})
@@ -216,14 +220,10 @@ def parse_profile(events: list[dict]) -> list[dict[str, float]]:
 
 def profile_times(model: onnx.ModelProto, feeds: Mapping, steps: int, *, providers=None) -> dict[str, float]:
     """Robust per-node times (us) over ``steps`` profiled runs of ``model`` (weights loaded), after a warm-up."""
-    from .runtime import make_session
-
     if steps < 1:
         raise ValueError("profile needs at least one step")
     with tempfile.TemporaryDirectory(prefix="pardnn-ort-profile-") as tmp:
         sess = make_session(model, providers=providers, profile_prefix=str(Path(tmp) / "ort"))
-        from pardnn.errors import RuntimeFailure
-        from pardnn.progress import note, substage
         try:
             with substage("profiling: warm-up run"):
                 for i in range(steps + 1):

@@ -39,6 +39,7 @@ from onnx import TensorProto
 from pardnn.errors import InputError
 
 from .dims import fix_dims, resolve_dims
+from .runtime import measure_shapes
 from .shapes import STATE_UPDATE_OPS, TensorInfo, _first_line, infer_tensors
 
 _GRAD_BUFFER_SUFFIX = "_grad.accumulation.buffer"
@@ -205,8 +206,6 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
         n.name = name
     values = resolve_dims(g, dims or {}, batch_size, p)
     fix_dims(model, values)
-    from .runtime import measure_shapes
-
     fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
     tensors, measured = infer_tensors(model, p, run_fallback=fallback)
     return PreparedModel(model, p, originals, tensors, values, measured)

@@ -32,11 +32,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
 from pardnn.ir import GraphBuilder, OpGraph
 
 from ..roofline import get_profile
+from . import loops
 from ._tf import tf
 from .colocation import HOST_DEVICE, VARIABLE_OPS, colocation
 from .costs import estimate_time_us
@@ -196,10 +199,6 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
 
 def _scale_loops(g: OpGraph, node_defs, info, graph, *, scale: bool) -> OpGraph:
     """Record the loops and their trip counts; with estimated costs, multiply loop ops' times by them."""
-    import numpy as np
-
-    from . import loops
-
     def constant_value(name: str, port: int):
         try:
             value = tf.get_static_value(graph.get_tensor_by_name(f"{name}:{port}"))

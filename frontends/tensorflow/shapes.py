@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from pardnn.errors import InputError
 
 from ._tf import graph_pb2, meta_graph_pb2, tf
-from .model import Feed
+from .model import Feed, parse_input
 
 log = logging.getLogger("pardnn.frontends.tensorflow")
 
@@ -205,8 +205,6 @@ def _bound_broadcast_args(graph_def, info: dict[str, list[TensorInfo]]) -> None:
     Its outputs (the axes a gradient sums over) have a data-dependent length;
     the bound is exact when no axis broadcasts and small either way.
     """
-    from .model import parse_input
-
     for node in graph_def.node:
         if node.op != "BroadcastGradientArgs" or node.name not in info:
             continue
@@ -257,8 +255,6 @@ _LIST_READERS = {"TensorListPopBack": 1, "TensorListGetItem": 2, "TensorListStac
 
 def _list_classes(graph_def) -> dict[tuple[str, int], tuple[str, int]]:
     """Each variant tensor ``(node, port)`` mapped to a representative of the list it carries."""
-    from .model import parse_input
-
     parent: dict[tuple[str, int], tuple[str, int]] = {}
 
     def find(x):
@@ -310,8 +306,6 @@ def resolve_list_elements(graph_def, info: dict[str, list[TensorInfo]]):
     Returns ``(graph_def, overrides)``, ``overrides`` mapping ``(node, port)``
     to the shape stated for it, or None when nothing was resolved.
     """
-    from .model import parse_input
-
     classes = _list_classes(graph_def)
     overrides: dict[tuple[str, int], Shape] = {}
 
