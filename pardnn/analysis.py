@@ -26,12 +26,15 @@ Tiny example::
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import GraphError
-from .ir import OpGraph
+
+if TYPE_CHECKING:   # the IR calls these analyses (its cycle check); they only read its arrays
+    from .ir import OpGraph
 
 _CACHE = "_analysis_cache"
 
@@ -77,30 +80,15 @@ def topological_levels(g: OpGraph) -> np.ndarray:
     c = _cache(g)
     if "levels" in c:
         return c["levels"]
-    V = g.num_nodes
     ptr, eids = g.out_csr
     succ = g.edge_dst[eids].tolist()
     ptr_l = ptr.tolist()
-    indeg = np.bincount(g.edge_dst, minlength=V).tolist()
-    level = [0] * V
-    queue = deque(v for v in range(V) if indeg[v] == 0)
-    order: list[int] = []
-    append = order.append
-    while queue:
-        v = queue.popleft()
-        append(v)
+    level = [0] * g.num_nodes
+    for v in topological_order(g).tolist():
         lv = level[v] + 1
         for u in succ[ptr_l[v]:ptr_l[v + 1]]:
             if level[u] < lv:
                 level[u] = lv
-            indeg[u] -= 1
-            if indeg[u] == 0:
-                queue.append(u)
-    if len(order) != V:
-        done = np.zeros(V, dtype=bool)
-        done[order] = True
-        v = _find_cycle_node(g, np.flatnonzero(~done))
-        raise GraphError(f"graph {g.name!r} has a cycle through node {g.names[v]!r}")
     lv_arr = np.asarray(level, dtype=np.int64)
     c["levels"] = lv_arr
     return lv_arr
@@ -112,6 +100,7 @@ def topological_order(g: OpGraph) -> np.ndarray:
     Kahn's algorithm always taking the lowest-id ready node: the identity when
     the file is already in topological order (as frontends write it), and
     otherwise the order that keeps program order wherever the edges allow.
+    Raises `GraphError` naming a node on a cycle when ``g`` is not a DAG.
     """
     c = _cache(g)
     if "topo" in c:
@@ -119,8 +108,6 @@ def topological_order(g: OpGraph) -> np.ndarray:
     if is_topologically_ordered(g):
         order = np.arange(g.num_nodes, dtype=np.int64)
     else:
-        import heapq
-        topological_levels(g)   # raises on a cycle
         ptr, eids = g.out_csr
         succ = g.edge_dst[eids].tolist()
         ptr_l = ptr.tolist()
@@ -134,6 +121,11 @@ def topological_order(g: OpGraph) -> np.ndarray:
                 indeg[u] -= 1
                 if indeg[u] == 0:
                     heapq.heappush(heap, u)
+        if len(out) != g.num_nodes:
+            done = np.zeros(g.num_nodes, dtype=bool)
+            done[out] = True
+            v = _find_cycle_node(g, np.flatnonzero(~done))
+            raise GraphError(f"graph {g.name!r} has a cycle through node {g.names[v]!r}")
         order = np.asarray(out, dtype=np.int64)
     c["topo"] = order
     return order

@@ -12,26 +12,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .baselines import PLACERS
 from .cluster import Cluster
 from .errors import InfeasibleError, InputError
 from .ir import OpGraph
 from .machine import Schedule, simulate
+from .methods import DEFAULT_METHOD, METHODS, method_names
 from .placement import Placement
 from .units import format_bytes
 
-DEFAULT_METHOD = "pardnn"
-
 
 def all_methods() -> dict:
-    """Every placement method by name: the pardnn pipeline and the baselines."""
-    from . import partitioner
-
-    return {partitioner.METHOD: partitioner.place, **PLACERS}
+    """Every placement method by name (`pardnn.methods.METHODS`)."""
+    return dict(METHODS)
 
 
 def methods() -> list[str]:
-    return sorted(all_methods(), key=lambda m: (m != DEFAULT_METHOD, m))
+    return method_names()
 
 
 def evaluate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> Schedule:
@@ -77,14 +73,10 @@ def infeasible_message(g: OpGraph, cluster: Cluster, sched: Schedule, method: st
 
 
 def _place(g: OpGraph, cluster: Cluster, method: str, options, progress, timings: list | None) -> Placement:
-    if method == DEFAULT_METHOD:
-        from . import partitioner
-
-        plan, _, pass_timings = partitioner.run(g, cluster, options, progress=progress)
-        if timings is not None:
-            timings.extend(pass_timings)
-        return plan
-    return all_methods()[method](g, cluster)
+    plan, pass_timings = METHODS[method].place(g, cluster, options, progress=progress)
+    if timings is not None:
+        timings.extend(pass_timings)
+    return plan
 
 
 def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, options=None,
@@ -99,12 +91,7 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
 
     progress = progress or Progress.off()
     cap = cluster.capacity
-    if method == DEFAULT_METHOD:
-        # the memory-aware refinement never changes whether a plan fits: skip it in the probes
-        from dataclasses import replace
-
-        from .partitioner import PardnnOptions
-        options = replace(options or PardnnOptions(), refine_memory=False)
+    options = METHODS[method].probe_options(options)
 
     def fits(scale: float) -> bool:
         scaled = cluster.with_memory([None if not np.isfinite(c) else int(np.ceil(c * scale)) for c in cap])
@@ -140,8 +127,7 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
     cluster does not have are an input error. For the pardnn pipeline, the
     pass timings are appended to ``timings`` when a list is given.
     """
-    registry = all_methods()
-    if method not in registry:
+    if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)
     if bad_pin.size:

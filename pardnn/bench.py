@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .api import partition
 from .baselines.mtopo import static_memory
 from .cluster import Cluster
 from .errors import InfeasibleError, PardnnError
@@ -167,18 +168,21 @@ def bench_cluster(k: int, capacity: int) -> Cluster:
 
 def place_and_score(g: OpGraph, cluster: Cluster, method: str) -> tuple[float | None, bool, float | None, float,
                                                                          str]:
-    """(makespan, feasible, worst peak/capacity, seconds, error) of one placer on one cluster."""
-    from .api import all_methods
+    """(makespan, feasible, worst peak/capacity, seconds, error) of one method on one cluster.
 
+    The placement comes from `pardnn.api.partition`, as on the command line (default options, no capacity
+    search); ``seconds`` is that call's time (the placement and its final simulation).
+    """
+    timings: list = []
     t0 = time.perf_counter()
     try:
-        plan = all_methods()[method](g, cluster)
+        plan, s = partition(g, cluster, method=method, require_feasible=False, search_capacity=False,
+                            timings=timings)
     except InfeasibleError as exc:
         return None, False, None, time.perf_counter() - t0, f"infeasible: {exc}"
     except PardnnError as exc:
         return None, False, None, time.perf_counter() - t0, str(exc)
     seconds = time.perf_counter() - t0
-    s = simulate(g, cluster, plan)
     frac = float(np.max(s.peak_bytes / cluster.capacity))
     return float(s.makespan_us), s.feasible, frac, seconds, ""
 

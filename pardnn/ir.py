@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .analysis import topological_order
 from .errors import GraphError
 from .fileio import read_json, write_json
 
@@ -171,6 +172,27 @@ class OpGraph:
         u[loose] = len(self.group_names) + np.arange(loose.size)
         return u
 
+    @cached_property
+    def num_units(self) -> int:
+        """How many placement units there are (`unit` ids are ``0 .. num_units - 1``)."""
+        return int(self.unit.max()) + 1 if self.num_nodes else 0
+
+    @cached_property
+    def unit_pin(self) -> np.ndarray:
+        """The device each unit is pinned to, or -1: the pin of its pinned members (who agree, `verify`)."""
+        pins = np.full(self.num_units, -1, dtype=np.int64)
+        pinned = np.flatnonzero(self.pinned >= 0)
+        pins[self.unit[pinned]] = self.pinned[pinned]
+        return pins
+
+    @cached_property
+    def unit_members(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, members)``: the nodes of unit ``u`` are ``members[ptr[u]:ptr[u + 1]]``, in id order."""
+        members = np.argsort(self.unit, kind="stable")
+        ptr = np.zeros(self.num_units + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.unit, minlength=self.num_units), out=ptr[1:])
+        return ptr, members
+
     # ---- checks -------------------------------------------------------------
     def verify(self) -> "OpGraph":
         """Check the invariants and return ``self``; raise `GraphError` naming the node.
@@ -206,8 +228,7 @@ class OpGraph:
             raise GraphError(f"graph {self.name!r}: its byte counts add up to {total:.4g}, more than "
                              f"{MAX_TOTAL_BYTES:.4g}; check the sizes")
         self._check_pinned_groups()
-        from .analysis import topological_levels  # cycle check; cached on the graph
-        topological_levels(self)
+        topological_order(self)   # the cycle check (cached on the graph)
         return self
 
     def _check_pinned_groups(self) -> None:

@@ -11,11 +11,7 @@ from dataclasses import dataclass
 
 from .cluster import Cluster
 from .ir import OpGraph
-from .passes.mapping import Map
-from .passes.memory import FitMemory
-from .passes.refine import Refine
-from .passes.slicing import Slice
-from .pipeline import PassTiming, Pipeline, PlanState
+from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline
 from .placement import Placement
 from .progress import Progress
 
@@ -36,25 +32,37 @@ class PardnnOptions:
     capacity search skips it."""
     memory_heuristic: str = "auto"
     """Step 2's heuristic: knapsack (I), residual (II) or auto (by graph size)."""
+    pipeline: str | None = None
+    """A pipeline spec that replaces the one the options above describe (``pardnn partition --pipeline``)."""
+
+
+def default_spec(options: PardnnOptions | None = None) -> str:
+    """The pipeline spec the options describe (see `pardnn.pipeline.parse_pipeline`).
+
+    With every option at its default: ``slice,map,refine,memory,refine-mem``.
+    """
+    o = options or PardnnOptions()
+    if o.pipeline:
+        return o.pipeline
+    refine = o.refine and o.refine_evals != 0
+    evals = "" if o.refine_evals is None else f"{{max_evals={o.refine_evals}}}"
+    mapping = {}
+    if o.comm_weight != 1.0:
+        mapping["comm_weight"] = o.comm_weight
+    if not o.try_fewer_devices:
+        mapping["try_fewer_devices"] = "false"
+    parts = ["slice", "map" + ("{" + ",".join(f"{k}={v}" for k, v in mapping.items()) + "}" if mapping else "")]
+    if refine:
+        parts.append("refine" + evals)
+    parts.append("memory" + ("" if o.memory_heuristic == "auto" else f"{{heuristic={o.memory_heuristic}}}"))
+    if refine and o.refine_memory:
+        parts.append("refine-mem" + evals)
+    return ",".join(parts)
 
 
 def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
-    o = options or PardnnOptions()
-    refine = o.refine and o.refine_evals != 0
-    passes = [Slice(), Map(comm_weight=o.comm_weight, try_fewer_devices=o.try_fewer_devices)]
-    if refine:
-        passes.append(Refine(max_evals=o.refine_evals))
-    passes.append(FitMemory(heuristic=o.memory_heuristic))
-    if refine and o.refine_memory:
-        # after step 2 the plain budget (no small-graph boost): it recovers time from a refined plan
-        passes.append(_MemoryRefine(max_evals=o.refine_evals, respect_memory=True, only_after_changes_by="memory",
-                                    min_evals=40, boost=1.0))
-    return Pipeline(tuple(passes))
-
-
-@dataclass(frozen=True)
-class _MemoryRefine(Refine):
-    name = "refine-mem"
+    """The pipeline the options describe."""
+    return parse_pipeline(default_spec(options))
 
 
 def run(g: OpGraph, cluster: Cluster, options: PardnnOptions | None = None, *,

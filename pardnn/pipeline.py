@@ -1,11 +1,20 @@
 """Passes composed into a pipeline, with timing and verification between them.
 
 A pass is a frozen dataclass with a class-level ``name``; its fields are its
-options. Calling it with ``(g, cluster, state)`` returns a new `PlanState`.
-`Pipeline` runs passes in order, times each (``--time-passes``), verifies the
-state after each one (every node placed on a real device, colocation groups
-whole, pins honoured) and re-raises any failure as a `PassError` naming the
-pass that failed and those that ran before it.
+options, and ``requires`` names the `PlanState` fields it needs. Calling it
+with ``(g, cluster, state)`` returns a new `PlanState`. `Pipeline` runs passes
+in order, checks each one's ``requires`` before it runs, times each
+(``--time-passes``), records whether it changed the assignment
+(`PlanState.changed`, which a later pass may read), verifies the state after
+each one (every node placed on a real device, colocation groups whole, pins
+honoured: the machine model's own rules) and re-raises any failure as a
+`PassError` naming the pass that failed and those that ran before it.
+
+A pipeline is also a string, after xDSL's pass pipelines:
+``"slice,map,refine{max_evals=400},memory{heuristic=residual},refine-mem"``
+names registry entries (`pardnn.passes.PASSES`) with option values in braces
+(numbers, ``true``/``false``, ``none`` or bare words). `parse_pipeline` reads
+one; ``str(pipeline)`` writes it back.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol, Sequence
 
 import numpy as np
@@ -21,26 +30,28 @@ import numpy as np
 from .cluster import Cluster
 from .errors import InfeasibleError, OutOfMemory, PardnnError, PassError
 from .ir import OpGraph
+from .machine import rule_violations
 from .progress import Progress
 
 log = logging.getLogger("pardnn.pipeline")
 
 
 @dataclass(frozen=True, eq=False)
-class Clustering:
-    """The result of slicing: a cluster id per node, and which clusters are primary.
+class Paths:
+    """The result of slicing: the slicing path of each node, and which paths are primary.
 
-    Clusters ``0 .. num_primary-1`` are the primary clusters (one per device);
+    Paths ``0 .. num_primary-1`` are the primary paths (one per device);
     the rest are secondary, numbered in extraction order (heaviest first).
+    ("Cluster" in this code base means the set of devices, never a path.)
     """
 
-    cluster: np.ndarray        # int64 [V]
+    path: np.ndarray           # int64 [V]
     num_primary: int
-    num_clusters: int
+    num_paths: int
 
     def members(self) -> list[np.ndarray]:
-        order = np.argsort(self.cluster, kind="stable")
-        counts = np.bincount(self.cluster, minlength=self.num_clusters)
+        order = np.argsort(self.path, kind="stable")
+        counts = np.bincount(self.path, minlength=self.num_paths)
         return np.split(order, np.cumsum(counts)[:-1])
 
 
@@ -49,10 +60,12 @@ class PlanState:
     """What passes hand to each other. Every field is a value; passes return new states."""
 
     assignment: np.ndarray | None = None     # device per node
-    clustering: Clustering | None = None
+    paths: Paths | None = None
     makespan_us: float | None = None         # of `assignment`, when a pass simulated it
     alternatives: tuple[np.ndarray, ...] = ()    # other promising assignments, for multi-start refinement
     stats: dict[str, Any] = field(default_factory=dict)   # per-pass figures, for reports
+    changed: bool = True
+    """Whether the pass that ran last changed the assignment (set by `Pipeline.run`)."""
 
     def replace(self, **changes: Any) -> "PlanState":
         return dataclasses.replace(self, **changes)
@@ -65,16 +78,18 @@ class PlanState:
 
 class Pass(Protocol):
     name: ClassVar[str]
+    requires: ClassVar[tuple[str, ...]]
+    """`PlanState` fields that must be set before the pass runs (e.g. ``("assignment",)``)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState: ...
 
 
 def verify_state(g: OpGraph, cluster: Cluster, state: PlanState) -> None:
     """Raise ValueError describing the first broken invariant of ``state``."""
-    if state.clustering is not None:
-        c = state.clustering.cluster
-        if c.shape != (g.num_nodes,) or (c.size and (c.min() < 0 or c.max() >= state.clustering.num_clusters)):
-            raise ValueError("the clustering does not give every node exactly one cluster")
+    if state.paths is not None:
+        c = state.paths.path
+        if c.shape != (g.num_nodes,) or (c.size and (c.min() < 0 or c.max() >= state.paths.num_paths)):
+            raise ValueError("the slicing does not give every node exactly one path")
     a = state.assignment
     if a is None:
         return
@@ -84,20 +99,9 @@ def verify_state(g: OpGraph, cluster: Cluster, state: PlanState) -> None:
     if a.size and (a.min() < 0 or a.max() >= K):
         v = int(np.flatnonzero((a < 0) | (a >= K))[0])
         raise ValueError(f"node {g.names[v]!r} is on device {int(a[v])}, outside 0..{K - 1}")
-    grouped = np.flatnonzero(g.colocation >= 0)
-    if grouped.size:
-        n = len(g.group_names)
-        lo = np.full(n, K)
-        hi = np.full(n, -1)
-        np.minimum.at(lo, g.colocation[grouped], a[grouped])
-        np.maximum.at(hi, g.colocation[grouped], a[grouped])
-        split = np.flatnonzero((hi >= 0) & (lo != hi))
-        if split.size:
-            raise ValueError(f"colocation group {g.group_names[int(split[0])]!r} is split across devices")
-    pinned = np.flatnonzero((g.pinned >= 0) & (g.pinned != a))
-    if pinned.size:
-        v = int(pinned[0])
-        raise ValueError(f"node {g.names[v]!r} is pinned to device {int(g.pinned[v])} but placed on {int(a[v])}")
+    broken = rule_violations(g, a)
+    if broken:
+        raise ValueError(broken[0].message)
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,24 @@ class Pipeline:
     passes: tuple[Any, ...]
     verify: bool = True
     """Check the state's invariants after every pass."""
+    labels: tuple[str, ...] = ()
+    """The name each pass is known by (its registry entry); default: the pass's own name."""
+
+    def label(self, i: int) -> str:
+        return self.labels[i] if i < len(self.labels) else self.passes[i].name
+
+    def __str__(self) -> str:
+        """The pipeline as a spec string (options that differ from the registry entry's)."""
+        from .passes import PASSES, make_pass
+
+        parts = []
+        for i, p in enumerate(self.passes):
+            label = self.label(i)
+            base = make_pass(label) if label in PASSES else type(p)()
+            opts = [f"{f.name}={_format_value(getattr(p, f.name))}" for f in fields(p)
+                    if getattr(p, f.name) != getattr(base, f.name)]
+            parts.append(label + ("{" + ",".join(opts) + "}" if opts else ""))
+        return ",".join(parts)
 
     def run(self, g: OpGraph, cluster: Cluster, state: PlanState | None = None, *,
             progress: Progress | None = None) -> tuple[PlanState, list[PassTiming]]:
@@ -121,32 +143,128 @@ class Pipeline:
         state = state or PlanState()
         timings: list[PassTiming] = []
         done: list[str] = []
-        for p in self.passes:
+        for i, p in enumerate(self.passes):
+            label = self.label(i)
             t0 = time.perf_counter()
+            missing = [f for f in getattr(p, "requires", ()) if getattr(state, f) is None]
+            if missing:
+                raise PassError(f"pass {label!r} needs {' and '.join(missing)} in the plan, which no pass before it "
+                                f"made ({', '.join(done) or 'it runs first'})")
             try:
-                with progress.stage(f"pass {p.name}", log_time=False):   # logged below, with the makespan
+                before, prior = state.assignment, state.stats.get(p.name)
+                with progress.stage(f"pass {label}", log_time=False):   # logged below, with the makespan
                     state = p(g, cluster, state)
+                state = state.replace(changed=not (before is not None and state.assignment is not None
+                                                   and np.array_equal(before, state.assignment)),
+                                      stats=_filed_under(state.stats, p.name, label, prior))
                 if self.verify:
                     verify_state(g, cluster, state)
             except InfeasibleError:
                 raise
             except MemoryError:
-                raise OutOfMemory(f"out of memory in pass {p.name!r} on {g.num_nodes:,} nodes and "
+                raise OutOfMemory(f"out of memory in pass {label!r} on {g.num_nodes:,} nodes and "
                                   f"{g.num_edges:,} edges, {cluster.num_devices} devices"
                                   + (f" (after {', '.join(done)})" if done else "")) from None
             except PardnnError as exc:
                 if isinstance(exc, PassError):
                     raise
-                raise type(exc)(f"{exc} (in pass {p.name!r})") from exc
+                raise type(exc)(f"{exc} (in pass {label!r})") from exc
             except Exception as exc:
                 after = f" after {', '.join(done)}" if done else ""
-                raise PassError(f"pass {p.name!r} failed{after}: {type(exc).__name__}: {exc}") from exc
+                raise PassError(f"pass {label!r} failed{after}: {type(exc).__name__}: {exc}") from exc
             dt = time.perf_counter() - t0
-            timings.append(PassTiming(p.name, dt, state.makespan_us))
-            log.info("pass %-10s %7.3f s%s", p.name, dt,
+            timings.append(PassTiming(label, dt, state.makespan_us))
+            log.info("pass %-10s %7.3f s%s", label, dt,
                      f"  makespan {state.makespan_us / 1000:.3f} ms" if state.makespan_us is not None else "")
-            done.append(p.name)
+            done.append(label)
         return state, timings
+
+
+def _filed_under(stats: dict, name: str, label: str, prior: Any) -> dict:
+    """A pass's figures under its pipeline label (two refine entries keep theirs apart)."""
+    if label == name or name not in stats:
+        return stats
+    out = dict(stats)
+    out[label] = out.pop(name)
+    if prior is not None:
+        out[name] = prior
+    return out
+
+
+def _format_value(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _parse_value(text: str) -> Any:
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    return t
+
+
+def _split_top(spec: str) -> list[str]:
+    """``spec`` split at the commas outside braces."""
+    parts, depth, cur = [], 0, []
+    for ch in spec:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced '}}' in pipeline {spec!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if depth:
+        raise ValueError(f"unbalanced '{{' in pipeline {spec!r}")
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_pipeline(spec: str) -> Pipeline:
+    """A `Pipeline` from a spec such as ``"slice,map,refine{max_evals=400},memory,refine-mem"``.
+
+    Raises ValueError naming the unknown pass or option (and what is known).
+    """
+    from .passes import PASSES, make_pass, pass_class
+
+    passes, labels = [], []
+    for raw in _split_top(spec):
+        item = raw.strip()
+        if not item:
+            raise ValueError(f"empty pass name in pipeline {spec!r}")
+        name, brace, rest = item.partition("{")
+        name = name.strip()
+        if name not in PASSES:
+            raise ValueError(f"unknown pass {name!r}; known passes: {', '.join(PASSES)}")
+        options: dict[str, Any] = {}
+        if brace:
+            if not rest.endswith("}"):
+                raise ValueError(f"pass {name!r}: options must end with '}}'")
+            known = {f.name for f in fields(pass_class(name))}
+            for pair in filter(None, (x.strip() for x in rest[:-1].split(","))):
+                key, eq, value = pair.partition("=")
+                key = key.strip().replace("-", "_")
+                if not eq or key not in known:
+                    raise ValueError(f"pass {name!r} has no option {key!r}; its options: {', '.join(sorted(known))}")
+                options[key] = _parse_value(value)
+        passes.append(make_pass(name, **options))
+        labels.append(name)
+    return Pipeline(tuple(passes), labels=tuple(labels))
 
 
 def format_timings(timings: Sequence[PassTiming]) -> str:

@@ -13,14 +13,13 @@ from hypothesis import strategies as st
 from pardnn.cluster import Cluster, Device
 from pardnn.errors import PassError
 from pardnn.ir import GraphBuilder
-from pardnn.machine import simulate
+from pardnn.machine import EDGE, Evaluator, simulate
 from pardnn.partitioner import PardnnOptions, run as run_pardnn
 from pardnn.passes.mapping import Map, map_onto
 from pardnn.passes.memory import FitMemory, memory_split, potentials
-from pardnn.passes.refine import EDGE, Refine, critical_chain
+from pardnn.passes.refine import Refine
 from pardnn.passes.slicing import Slice
 from pardnn.pipeline import Pipeline, PlanState, format_timings
-from pardnn.evaluator import Evaluator
 
 from .helpers import tiny
 
@@ -50,8 +49,8 @@ def fork():
 def test_slicing_takes_successive_critical_paths_then_the_rest():
     g = fork()
     st_ = Slice()(g, free_links(2), PlanState())
-    cl = dict(zip(g.names, st_.clustering.cluster.tolist()))
-    assert st_.clustering.num_primary == 2 and st_.clustering.num_clusters == 3
+    cl = dict(zip(g.names, st_.paths.path.tolist()))
+    assert st_.paths.num_primary == 2 and st_.paths.num_paths == 3
     assert [n for n in g.names if cl[n] == 0] == ["a", "b", "c", "d"]
     assert [n for n in g.names if cl[n] == 1] == ["e", "f"]
     assert cl["g"] == 2
@@ -64,9 +63,9 @@ def test_slicing_counts_communication_on_the_path():
     """
     g = tiny([("x", 5, 10_000), ("y", 1), ("z", 5), ("w", 2)], [("x", "y"), ("z", "w")])
     c = Cluster.homogeneous(2, latency_us=0.0, bandwidth_bytes_per_us=10.0)
-    cl = Slice()(g, c, PlanState()).clustering.cluster
+    cl = Slice()(g, c, PlanState()).paths.path
     assert cl[g.id("x")] == cl[g.id("y")] == 0
-    cl_free = Slice()(g, free_links(2), PlanState()).clustering.cluster
+    cl_free = Slice()(g, free_links(2), PlanState()).paths.path
     assert cl_free[g.id("z")] == cl_free[g.id("w")] == 0
 
 
@@ -128,7 +127,7 @@ def test_critical_chain_follows_the_transfer():
     """
     g = tiny([("a", 1, 1000), ("b", 1)], [("a", "b")])
     c = Cluster.homogeneous(2, latency_us=10.0, bandwidth_bytes_per_us=100.0)
-    chain = critical_chain(g, c, simulate(g, c, [0, 1], memory=False))
+    chain = simulate(g, c, [0, 1], memory=False).critical_chain()
     assert len(chain) == 1
     assert (int(chain.kind[0]), int(chain.src[0]), int(chain.dst[0])) == (EDGE, 0, 1)
     assert chain.delay_us[0] == pytest.approx(20.0)

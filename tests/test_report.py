@@ -196,8 +196,8 @@ def test_top_live_on_a_hand_checked_graph():
     assert s.transfers.start_us.tolist() == [2, 13] and s.transfers.finish_us.tolist() == [13, 23.5]
     summ = summarize(g, c, s)
     assert summ.speedup == pytest.approx(6.0 / 24.5) and summ.transfers == 2 and summ.bytes_moved == 150
-    from pardnn.passes.refine import EDGE, critical_chain
-    chain = critical_chain(g, c, s)          # c waited 18.5 us for b's tensor (8 of them queued behind a's)
+    from pardnn.machine import EDGE
+    chain = s.critical_chain()          # c waited 18.5 us for b's tensor (8 of them queued behind a's)
     assert [(g.names[u], g.names[v]) for u, v in zip(chain.src, chain.dst)] == [("b", "c"), ("a", "b")]
     assert chain.kind.tolist() == [EDGE, EDGE] and chain.delay_us.tolist() == [18.5, 0.0]
 

@@ -51,10 +51,8 @@ def unit_pins(g: OpGraph, num_devices: int) -> list[int]:
     Pins beyond the cluster are clamped to its last device (the API rejects
     them before a placer runs; this only keeps a placer total).
     """
-    pins = np.full(int(g.unit.max()) + 1 if g.num_nodes else 0, -1, dtype=np.int64)
-    pinned = np.flatnonzero(g.pinned >= 0)
-    pins[g.unit[pinned]] = np.minimum(g.pinned[pinned], num_devices - 1)
-    return pins.tolist()
+    pins = g.unit_pin
+    return np.where(pins >= 0, np.minimum(pins, num_devices - 1), -1).tolist()
 
 
 def capacity_shares(cluster: Cluster) -> np.ndarray:
@@ -99,15 +97,6 @@ class LinkCosts:
         self.in_ptr = ptr.tolist()
         self.in_src = g.edge_src[eids].tolist()
         self.in_bytes = np.where(g.edge_control, 0, g.edge_bytes)[eids].astype(np.float64).tolist()
-        self.mean_latency = cluster.mean_latency
-        self.mean_inv_bandwidth = cluster.mean_inv_bandwidth
-
-    def mean_edge_cost(self, g: OpGraph) -> np.ndarray:
-        """Average cost of each edge over distinct device pairs (HEFT's c-bar); control edges: latency."""
-        if self.K < 2:
-            return np.zeros(g.num_edges)
-        nbytes = np.where(g.edge_control, 0, g.edge_bytes).astype(np.float64)
-        return self.mean_latency + nbytes * self.mean_inv_bandwidth
 
     def data_ready(self, v: int, dev: list[int], fin: list[float]) -> list[float]:
         """Earliest time every input of ``v`` is on each device (all predecessors placed)."""

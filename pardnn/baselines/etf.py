@@ -33,6 +33,7 @@ import numpy as np
 from ..analysis import bottom_levels
 from ..cluster import Cluster
 from ..ir import OpGraph
+from ..machine import average_time_us
 from ..placement import Placement
 from .common import LinkCosts, MemoryTracker, memory_limited, placement, unit_pins
 
@@ -41,7 +42,7 @@ _EPS = 1e-9
 
 def static_levels(g: OpGraph, cluster: Cluster) -> np.ndarray:
     """Hwang's static level: the longest compute path from each op to a sink (mean device speed)."""
-    return bottom_levels(g, g.time_us * float(np.mean(1.0 / cluster.speed)))
+    return bottom_levels(g, average_time_us(g, cluster))
 
 
 class _Engine:

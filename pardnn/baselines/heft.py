@@ -38,13 +38,14 @@ import numpy as np
 from ..analysis import bottom_levels, critical_path, top_levels, topological_order
 from ..cluster import Cluster
 from ..ir import OpGraph
+from ..machine import CostModel
 from ..placement import Placement
 from .common import LinkCosts, MemoryTracker, memory_limited, placement, unit_pins
 
 def ranks(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     """``(rank_u, rank_d)`` with mean compute and communication costs (Topcuoglu et al.)."""
-    w = g.time_us * float(np.mean(1.0 / cluster.speed))
-    c = LinkCosts(g, cluster).mean_edge_cost(g)
+    cm = CostModel.build(g, cluster)
+    w, c = cm.w, cm.c
     return bottom_levels(g, w, c), top_levels(g, w, c)
 
 
@@ -157,8 +158,8 @@ def cpop(g: OpGraph, cluster: Cluster, *, memory: bool, insertion: bool = True) 
         return np.zeros(0, dtype=np.int64)
     rank_u, rank_d = ranks(g, cluster)
     prio = rank_u + rank_d
-    w = g.time_us * float(np.mean(1.0 / cluster.speed))
-    _, path = critical_path(g, w, LinkCosts(g, cluster).mean_edge_cost(g))
+    cm = CostModel.build(g, cluster)
+    _, path = critical_path(g, cm.w, cm.c)
     on_cp = np.zeros(g.num_nodes, dtype=bool)
     on_cp[path] = True
     # The device that runs the whole critical path fastest: the fastest one (ties: the lower index).

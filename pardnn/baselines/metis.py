@@ -55,7 +55,7 @@ def _pymetis():
 
 def unit_graph(g: OpGraph, cluster: Cluster) -> sparse.csr_matrix:
     """Symmetric unit adjacency with integer weights > 0 (bytes plus a latency's worth per edge)."""
-    U = int(g.unit.max()) + 1 if g.num_nodes else 0
+    U = g.num_units
     ua, ub = g.unit[g.edge_src], g.unit[g.edge_dst]
     keep = ua != ub
     latency_bytes = cluster.mean_latency / cluster.mean_inv_bandwidth if cluster.mean_inv_bandwidth > 0 else 0.0
@@ -121,7 +121,7 @@ def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarr
 def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     """The METIS part of every unit (before pins are applied)."""
     K = cluster.num_devices
-    U = int(g.unit.max()) + 1 if g.num_nodes else 0
+    U = g.num_units
     if K == 1 or U == 0:
         return np.zeros(U, dtype=np.int64)
     if U < K:

@@ -32,20 +32,12 @@ def unit_order(g: OpGraph) -> np.ndarray:
     return units[np.sort(first)]
 
 
-def unit_pins(g: OpGraph) -> np.ndarray:
-    """The pinned device of each unit, or -1 (a unit takes the pin of any member)."""
-    pins = np.full(int(g.unit.max()) + 1 if g.num_nodes else 0, -1, dtype=np.int64)
-    pinned = np.flatnonzero(g.pinned >= 0)
-    pins[g.unit[pinned]] = g.pinned[pinned]
-    return pins
-
-
 def place(g: OpGraph, cluster: Cluster) -> Placement:
     """Place ``g`` with m-TOPO. Always returns a placement; the simulator judges feasibility."""
     K = cluster.num_devices
     mem = static_memory(g)
     unit_mem = np.bincount(g.unit, weights=mem)
-    pins = unit_pins(g)
+    pins = g.unit_pin
     cap = cluster.capacity
     share = np.minimum(float(unit_mem.sum()) * capacity_shares(cluster), cap)
     used = np.zeros(K)

@@ -56,7 +56,8 @@ from ..analysis import topological_levels
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..placement import Placement
-from .common import LinkCosts, placement
+from ..machine import average_time_us
+from .common import placement
 from .etf import schedule
 
 LP_MAX_VARIABLES = 30_000
@@ -70,8 +71,7 @@ def lp_edges(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.n
     mean communication cost.
     """
     V = g.num_nodes
-    links = LinkCosts(g, cluster)
-    p = g.time_us * float(np.mean(1.0 / cluster.speed))
+    p = average_time_us(g, cluster)
     if g.num_edges == 0:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, np.empty(0), p
@@ -79,7 +79,8 @@ def lp_edges(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.n
     uniq, inv = np.unique(key, return_inverse=True)
     nbytes = np.zeros(uniq.size)
     np.add.at(nbytes, inv, np.where(g.edge_control, 0, g.edge_bytes).astype(np.float64))
-    c = (links.mean_latency + nbytes * links.mean_inv_bandwidth) if cluster.num_devices > 1 else np.zeros(uniq.size)
+    c = (cluster.mean_latency + nbytes * cluster.mean_inv_bandwidth) if cluster.num_devices > 1 \
+        else np.zeros(uniq.size)
     return uniq // V, uniq % V, c, p
 
 

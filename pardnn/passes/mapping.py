@@ -31,19 +31,11 @@ from typing import ClassVar
 import numpy as np
 
 from ..analysis import topological_levels
-from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
-from ..costs import CostModel
-from ..evaluator import Evaluator
+from ..machine import CostModel, Evaluator, device_order
 from ..ir import OpGraph
-from .memory import shortfall_key
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units
-
-
-def device_order(cluster: Cluster) -> np.ndarray:
-    """Devices fastest first (then most memory, then index)."""
-    return np.lexsort((np.arange(cluster.num_devices), -cluster.capacity, -cluster.speed))
 
 
 def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
@@ -56,7 +48,7 @@ def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
     first, the order load balancing takes them in. Returns (cluster per node, number of clusters).
     """
     unit = g.unit
-    n_units = int(unit.max()) + 1 if g.num_nodes else 0
+    n_units = g.num_units
     lo = np.full(n_units, np.iinfo(np.int64).max)
     hi = np.full(n_units, -1)
     np.minimum.at(lo, unit, cluster_of)
@@ -84,26 +76,27 @@ def map_onto(g: OpGraph, cluster: Cluster, state: PlanState, k: int, *, comm_wei
     (`group_aware_clusters`); without, they stay in their paths and follow the majority of their work.
     """
     cm = cm or CostModel.build(g, cluster)
-    cl = state.clustering
+    cl = state.paths
     devices = device_order(cluster)[:k]
     if split_groups:
-        clusters, n_clusters = group_aware_clusters(g, cl.cluster, k, cm.w)
+        clusters, n_clusters = group_aware_clusters(g, cl.path, k, cm.w)
     else:
-        clusters, n_clusters = cl.cluster, cl.num_clusters
+        clusters, n_clusters = cl.path, cl.num_paths
     prim_work = np.bincount(clusters, weights=cm.w, minlength=n_clusters)[:k]
     prim_dev = np.empty(k, dtype=np.int64)
     prim_dev[np.argsort(-prim_work, kind="stable")] = np.arange(k)   # heaviest primary -> fastest device
     local = map_clusters(clusters, k, n_clusters, topological_levels(g), cm.w, g.edge_src, g.edge_dst, cm.c,
                          prim_dev, k, comm_weight, merge_factor)
     dev = devices[local]
-    pins = unit_pins(g)
-    return resolve_units(dev, g.unit, int(g.unit.max()) + 1 if g.num_nodes else 0, cm.w, g.edge_src, g.edge_dst,
+    pins = g.unit_pin
+    return resolve_units(dev, g.unit, g.num_units, cm.w, g.edge_src, g.edge_dst,
                          cm.c, pins, cluster.num_devices)
 
 
 @dataclass(frozen=True)
 class Map:
     name: ClassVar[str] = "map"
+    requires: ClassVar[tuple[str, ...]] = ("paths",)
     comm_weight: float = 1.0
     """Weight of the communication a cluster would incur on a device, next to that device's load."""
     merge_factor: float = 1.0
@@ -114,11 +107,11 @@ class Map:
     """Hand this many runner-up plans to refinement as extra starting points."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
-        if state.clustering is None:
-            raise ValueError("map needs a clustering: run the slice pass first")
+        if state.paths is None:
+            raise ValueError("map needs slicing paths: run the slice pass first")
         cm = CostModel.build(g, cluster)
         ev = Evaluator(g, cluster)
-        P = max(1, state.clustering.num_primary)
+        P = max(1, state.paths.num_primary)
         ks = range(1, P + 1) if self.try_fewer_devices else [P]
         bounded = bool(np.isfinite(cluster.capacity).any())
         results = []
@@ -129,7 +122,7 @@ class Map:
                                cm=cm, split_groups=split_groups)
                 s = ev.schedule(dev, memory=bounded)
                 # with memory limits: least overflow first, then the shortest step
-                key = shortfall_key(s) if bounded else (0.0, float(s.makespan_us))
+                key = s.shortfall_key() if bounded else (0.0, float(s.makespan_us))
                 tried[(k, split_groups)] = float(s.makespan_us)
                 results.append((key, k, split_groups, dev))
         results.sort(key=lambda r: (r[0], r[1], r[2]))

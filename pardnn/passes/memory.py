@@ -36,61 +36,48 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
-from ..costs import CostModel
-from ..evaluator import Evaluator
 from ..ir import OpGraph
-from ..machine import OUTPUT, RECEIVED, TEMP, Schedule
+from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
 from ..pipeline import PlanState
 
 HEURISTICS = ("auto", "knapsack", "residual")
 
-
-def overflow(s: Schedule) -> np.ndarray:
-    """Bytes over capacity per device (0 where it fits)."""
-    over = s.peak_bytes - s.capacity
-    return np.where(over > 0, over, 0.0)
-
-
-def shortfall_key(s: Schedule) -> tuple[float, float]:
-    """Order plans: less total overflow first, then shorter step."""
-    return float(overflow(s).sum()), float(s.makespan_us)
+# Tuning constants of the repair loop (`FitMemory._repair`)
+SPLIT_AFTER_STUCK = 2
+"""Rounds in a row without less overflow, after which the worst device's run is split at its peak."""
+GIVE_UP_AFTER_STUCK = 4
+"""Rounds in a row without less overflow, after which the repair stops (the best plan seen is kept)."""
 
 
 def potentials(g: OpGraph, s: Schedule, d: int, t: float) -> np.ndarray:
     """Bytes each unit would stop holding on device ``d`` at time ``t`` if it moved away."""
     unit = g.unit
-    pot = np.zeros(int(unit.max()) + 1 if g.num_nodes else 0)
+    pot = np.zeros(g.num_units)
     on_d = s.device == d
     np.add.at(pot, unit[on_d], g.persistent_bytes[on_d].astype(np.float64))
-    m = s.memory
-    alive = (m.device == d) & (m.alloc_us <= t) & ((m.free_us > t) | ((m.free_us == t) & (m.alloc_us == t)))
+    m = s.live_at(d, t)
     # outputs whose same-device consumers all sit in the producer's unit
     data = ~g.edge_control
     local = data & (s.device[g.edge_src] == d) & (s.device[g.edge_dst] == d)
     shared_port = np.zeros(g.num_ports, dtype=bool)
     ext = local & (unit[g.edge_src] != unit[g.edge_dst])
     shared_port[g.edge_port_id[ext]] = True
-    out = np.flatnonzero(alive & (m.kind == OUTPUT))
+    out = np.flatnonzero(m.kind == OUTPUT)
     if out.size:
         owner = m.ref[out]
-        pid = g.port_ptr[owner] + m.port[out]
+        pid = m.output_port_ids(g, out)
         keep = ~shared_port[pid]
         np.add.at(pot, unit[owner[keep]], m.bytes[out[keep]].astype(np.float64))
-    tmp = np.flatnonzero(alive & (m.kind == TEMP))
+    tmp = np.flatnonzero(m.kind == TEMP)
     if tmp.size:
         np.add.at(pot, unit[m.ref[tmp]], m.bytes[tmp].astype(np.float64))
-    rec = np.flatnonzero(alive & (m.kind == RECEIVED))
+    rec = np.flatnonzero(m.kind == RECEIVED)
     if rec.size:
-        tr = s.transfers
-        K = s.num_devices
-        tkey = (g.port_ptr[tr.src] + tr.port) * K + tr.dst_dev
         xe = np.flatnonzero(data & (s.device[g.edge_dst] == d) & (s.device[g.edge_src] != d))
-        ekey = g.edge_port_id[xe] * K + d
-        tid = np.searchsorted(tkey, ekey)
+        tid = s.transfer_rows(g.edge_port_id[xe], np.full(xe.size, d))
         # the single consuming unit of each transfer row (or -2 when several units consume it)
-        cons = np.full(len(tr), -1, dtype=np.int64)
+        cons = np.full(len(s.transfers), -1, dtype=np.int64)
         for row, u in zip(tid.tolist(), unit[g.edge_dst[xe]].tolist()):
             cons[row] = u if cons[row] in (-1, u) else -2
         rows = m.ref[rec]
@@ -104,11 +91,8 @@ class _Units:
 
     def __init__(self, g: OpGraph, cm: CostModel):
         self.unit = g.unit
-        n = int(self.unit.max()) + 1 if g.num_nodes else 0
-        self.n = n
-        order = np.argsort(self.unit, kind="stable")
-        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.unit, minlength=n))])
-        self.members_sorted = order
+        n = self.n = g.num_units
+        self.ptr, self.members_sorted = g.unit_members
         self.work = np.bincount(self.unit, weights=cm.w, minlength=n)
         pers = np.bincount(self.unit, weights=g.persistent_bytes.astype(np.float64), minlength=n)
         biggest = np.zeros(n)
@@ -116,7 +100,7 @@ class _Units:
         self.footprint = pers + biggest           # what the unit surely needs wherever it goes
         internal = self.unit[g.edge_src] == self.unit[g.edge_dst]
         self.internal_c = np.bincount(self.unit[g.edge_src[internal]], weights=cm.c[internal], minlength=n)
-        self.pinned = unit_pins(g) >= 0
+        self.pinned = g.unit_pin >= 0
 
     def members(self, u: int) -> np.ndarray:
         return self.members_sorted[self.ptr[u]:self.ptr[u + 1]]
@@ -127,13 +111,6 @@ def _comm_delta(units: _Units, A: np.ndarray, dev: np.ndarray, u: int, target: i
     mem = units.members(u)
     here = int(dev[mem[0]])
     return float(A[mem, here].sum() - A[mem, target].sum() - 2 * units.internal_c[u])
-
-
-def _comm_matrix(g: OpGraph, cm: CostModel, dev: np.ndarray, K: int) -> np.ndarray:
-    A = np.zeros((g.num_nodes, K))
-    np.add.at(A, (g.edge_src, dev[g.edge_dst]), cm.c)
-    np.add.at(A, (g.edge_dst, dev[g.edge_src]), cm.c)
-    return A
 
 
 def level_at(s: Schedule, device: int, t: float) -> float:
@@ -152,10 +129,10 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     """
     K = cluster.num_devices
     dev = s.device
-    over = overflow(s)
+    over = s.overflow()
     cap = cluster.capacity
     room_peak = cap - s.peak_bytes
-    A = _comm_matrix(g, cm, dev, K)
+    A = cm.comm_by_device(g, dev, K)
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
     taken = set()
@@ -204,7 +181,7 @@ def residual_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     """Heuristic II: move long-lived bytes in bulk: persistent and long-lifetime tensors first."""
     K = cluster.num_devices
     dev = s.device
-    over = overflow(s)
+    over = s.overflow()
     room = cluster.capacity - s.peak_bytes
     m = s.memory
     span = max(float(s.makespan_us), 1e-9)
@@ -248,7 +225,7 @@ def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tup
     room[d] = -np.inf
     e = int(np.argmax(room))
     later = on[np.argsort(s.start_us[on], kind="stable")][on.size // 2:]
-    pinned = unit_pins(g) >= 0
+    pinned = g.unit_pin >= 0
     return [(int(u), e) for u in np.unique(g.unit[later]).tolist() if not pinned[u]]
 
 
@@ -265,7 +242,6 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     a handful of simulations rather than log V.
     """
     from ..analysis import layer_anchors
-    from .mapping import device_order
 
     order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
     units_in_order = g.unit[order]
@@ -274,10 +250,10 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     n = seq.size
     devices = device_order(cluster)
     nd = len(devices)
-    pos = np.empty(int(g.unit.max()) + 1, dtype=np.int64)
+    pos = np.empty(g.num_units, dtype=np.int64)
     pos[seq] = np.arange(n)
     upos = pos[g.unit]                              # stage position of each node's unit
-    pins = unit_pins(g)[g.unit]
+    pins = g.unit_pin[g.unit]
     pinned = pins >= 0
 
     def assignment(ends: list[int]) -> np.ndarray:
@@ -336,11 +312,13 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
 @dataclass(frozen=True)
 class FitMemory:
     name: ClassVar[str] = "memory"
+    requires: ClassVar[tuple[str, ...]] = ("assignment",)
     heuristic: str = "auto"
     """knapsack (ParDNN's heuristic I), residual (heuristic II) or auto (by graph size)."""
     knapsack_max_nodes: int = 30_000
     """auto uses the knapsack up to this many nodes."""
     max_iterations: int = 60
+    """Rounds of moves the repair may make from each candidate plan."""
     compact_fallback: bool = True
     """On graphs up to ``knapsack_max_nodes``, also repair the all-on-the-fastest-device plan and keep the best."""
     split_fallback: bool = True
@@ -361,7 +339,7 @@ class FitMemory:
         units = _Units(g, cm)
         dev0 = state.assignment.copy()
         s0 = ev.schedule(dev0, memory=True)
-        start_over = float(overflow(s0).sum())
+        start_over = float(s0.overflow().sum())
         if s0.feasible:
             return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
                                     overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
@@ -375,9 +353,8 @@ class FitMemory:
         # binds everywhere, shedding the cheapest bytes (weights and optimizer state with little compute)
         # from a serial plan can beat repairing a parallel one that pays in transfers.
         if self.compact_fallback and g.num_nodes <= self.knapsack_max_nodes:
-            from .mapping import device_order
-
-            pins = unit_pins(g)[g.unit]
+        
+            pins = g.unit_pin[g.unit]
             compact = np.where(pins >= 0, pins, int(device_order(cluster)[0]))
             candidates["compact"] = self._repair(g, cluster, cm, units, ev, compact, "knapsack")
         # the fastest feasible plan, else the least overflowing
@@ -399,14 +376,14 @@ class FitMemory:
         its peak instead (heuristic II's second half).
         """
         s = ev.schedule(dev, memory=True)
-        best = (shortfall_key(s), dev, s)
+        best = (s.shortfall_key(), dev, s)
         stuck = 0
         for _ in range(self.max_iterations):
             if s.feasible:
                 break
             moves = (knapsack_moves if heuristic == "knapsack" else residual_moves)(g, cluster, cm, units, s)
-            if not moves or stuck >= 2:
-                split = split_at_peak(g, cluster, s, int(np.argmax(overflow(s))))
+            if not moves or stuck >= SPLIT_AFTER_STUCK:
+                split = split_at_peak(g, cluster, s, int(np.argmax(s.overflow())))
                 moves = split or moves
             if not moves:
                 break
@@ -414,12 +391,12 @@ class FitMemory:
             for u, e in moves:
                 trial[units.members(u)] = e
             s2 = ev.schedule(trial, memory=True)
-            if shortfall_key(s2) < best[0]:
-                best = (shortfall_key(s2), trial, s2)
+            if s2.shortfall_key() < best[0]:
+                best = (s2.shortfall_key(), trial, s2)
                 stuck = 0
             else:
                 stuck += 1
-                if stuck > 4:
+                if stuck > GIVE_UP_AFTER_STUCK:
                     break
             dev, s = trial, s2
         return best

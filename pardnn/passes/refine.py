@@ -40,97 +40,43 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..baselines.mtopo import unit_pins
 from ..cluster import Cluster
-from ..costs import CostModel
-from ..evaluator import Evaluator
 from ..ir import OpGraph
-from ..machine import Schedule, simulate
+from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..pipeline import PlanState
 
-EDGE, DEVICE = 0, 1
+
+# Tuning constants (each chosen on the tuning suite; benchmarks/RESULTS.md has the figures)
+BUDGET_WORK = 2e7
+"""The base budget is ``BUDGET_WORK / (V + E)`` simulations: each costs O(V + E), so about the same time."""
+BOOST_FULL_BELOW = 1.5e5
+"""Up to this many nodes plus edges the budget gets the full ``boost`` (3x by default: 6e7 / (V + E))."""
+BOOST_NONE_ABOVE = 4e5
+"""From this many nodes plus edges on, no boost; between the two the boost tapers linearly."""
+MAX_EVALS = 20000
+"""The budget's ceiling, reached on tiny graphs."""
+PATH_GAIN_SHARE = 0.9
+"""A path switch's estimated gain, relative to switching its single waiting node (it moves more)."""
+KICK_SHARE = 0.05
+"""A kick sends this share of the units on or next to the critical chain (at least 2) to other devices."""
+KICK_SEED = 12345
+"""Seed of the kicks' random choices (a fixed seed: the same input gives the same plan)."""
+LADDER = ("chain", "chain, every target", "paths", "units")
+"""The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
 
 def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0) -> int:
-    """Simulations allowed: about ``boost`` x 2e7 / (V + E) up to V + E = 150k, the boost falling to 1 at
-    400k and beyond; between a floor for large graphs and a ceiling for tiny ones.
+    """Simulations allowed: about ``boost`` x `BUDGET_WORK` / (V + E) up to `BOOST_FULL_BELOW`, the boost
+    falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and `MAX_EVALS` for
+    tiny ones.
 
     A simulation costs O(V + E), so refinement takes a few seconds on graphs up to ~50k ops. On the
     largest graphs the budget falls towards its floor to keep steps 1 and 2 within their time targets.
     """
     size = g.num_nodes + g.num_edges
-    scale = 1.0 + (boost - 1.0) * float(np.clip((4e5 - size) / 2.5e5, 0.0, 1.0))
-    return int(np.clip(scale * 2e7 / max(size, 1), floor, 20000))
-
-
-@dataclass(frozen=True, eq=False)
-class Chain:
-    """The critical chain, from the last op backwards: parallel arrays, one entry per link."""
-
-    kind: np.ndarray      # EDGE (waited for an input) or DEVICE (waited for its device)
-    src: np.ndarray       # the op waited for
-    dst: np.ndarray       # the op that waited
-    delay_us: np.ndarray  # how long the link held dst back
-
-    def __len__(self) -> int:
-        return int(self.kind.shape[0])
-
-
-def input_arrivals(g: OpGraph, cluster: Cluster, s: Schedule) -> np.ndarray:
-    """When each edge's input reached its consumer (SPEC §1: local, transfer or control arrival)."""
-    dev = s.device
-    src, dst = g.edge_src, g.edge_dst
-    K = cluster.num_devices
-    arr = s.finish_us[src].copy()
-    cross = dev[src] != dev[dst]
-    ctrl = cross & g.edge_control
-    arr[ctrl] += cluster.latency[dev[src[ctrl]], dev[dst[ctrl]]]
-    data = np.flatnonzero(cross & ~g.edge_control)
-    if data.size:
-        t = s.transfers
-        tkey = (g.port_ptr[t.src] + t.port) * K + t.dst_dev
-        key = g.edge_port_id[data] * K + dev[dst[data]]
-        i = np.minimum(np.searchsorted(tkey, key), max(len(tkey) - 1, 0))
-        arr[data] = t.finish_us[i]
-    return arr
-
-
-def critical_chain(g: OpGraph, cluster: Cluster, s: Schedule) -> Chain:
-    """The chain of waits that ends at the op finishing last, traced backwards."""
-    V = g.num_nodes
-    if V == 0:
-        return Chain(*(np.empty(0, dtype=t) for t in (np.int64, np.int64, np.int64, np.float64)))
-    dev, start, finish, ready = s.device, s.start_us, s.finish_us, s.ready_us
-    order = np.lexsort((start, dev))
-    prev = np.full(V, -1, dtype=np.int64)
-    same = dev[order[1:]] == dev[order[:-1]]
-    prev[order[1:][same]] = order[:-1][same]
-    arr = input_arrivals(g, cluster, s)
-    # the last input of each op: its in-edge with the latest arrival (first such edge on ties)
-    last_in = np.full(V, -1, dtype=np.int64)
-    if g.num_edges:
-        eorder = np.lexsort((np.arange(g.num_edges), -arr, g.edge_dst))
-        firsts = eorder[np.concatenate([[True], g.edge_dst[eorder[1:]] != g.edge_dst[eorder[:-1]]])]
-        last_in[g.edge_dst[firsts]] = firsts
-    waited = start > ready + 1e-9
-    kinds, srcs, dsts, delays = [], [], [], []
-    v = int(np.argmax(finish))
-    seen = set()
-    while v not in seen:
-        seen.add(v)
-        if waited[v] and prev[v] >= 0:
-            u = int(prev[v])
-            kinds.append(DEVICE); srcs.append(u); dsts.append(v); delays.append(start[v] - ready[v])
-            v = u
-            continue
-        e = last_in[v]
-        if e < 0:
-            break
-        u = int(g.edge_src[e])
-        kinds.append(EDGE); srcs.append(u); dsts.append(v); delays.append(arr[e] - finish[u])
-        v = u
-    return Chain(np.asarray(kinds, dtype=np.int64), np.asarray(srcs, dtype=np.int64),
-                 np.asarray(dsts, dtype=np.int64), np.asarray(delays, dtype=np.float64))
+    taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
+    scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
+    return int(np.clip(scale * BUDGET_WORK / max(size, 1), floor, MAX_EVALS))
 
 
 @dataclass(frozen=True)
@@ -144,31 +90,27 @@ class _Move:
 class _Mover:
     """Turns proposals into assignments, keeping units whole and pins fixed."""
 
-    def __init__(self, g: OpGraph, clustering):
+    def __init__(self, g: OpGraph, paths):
         self.g = g
         self.unit = g.unit
-        n_units = int(self.unit.max()) + 1 if g.num_nodes else 0
-        order = np.argsort(self.unit, kind="stable")
-        counts = np.bincount(self.unit, minlength=n_units)
-        self.unit_ptr = np.concatenate([[0], np.cumsum(counts)])
-        self.unit_members = order
-        self.pinned_unit = unit_pins(g) >= 0
-        self.cluster = clustering.cluster if clustering is not None else None
-        if self.cluster is not None:
-            corder = np.argsort(self.cluster, kind="stable")
-            ccounts = np.bincount(self.cluster, minlength=clustering.num_clusters)
-            self.cl_ptr = np.concatenate([[0], np.cumsum(ccounts)])
-            self.cl_members = corder
+        self.unit_ptr, self.unit_members = g.unit_members
+        self.pinned_unit = g.unit_pin >= 0
+        self.path = paths.path if paths is not None else None
+        if self.path is not None:
+            porder = np.argsort(self.path, kind="stable")
+            pcounts = np.bincount(self.path, minlength=paths.num_paths)
+            self.path_ptr = np.concatenate([[0], np.cumsum(pcounts)])
+            self.path_members = porder
 
     def members(self, u: int) -> np.ndarray:
         return self.unit_members[self.unit_ptr[u]:self.unit_ptr[u + 1]]
 
     def path_segment(self, v: int, dev: np.ndarray) -> np.ndarray:
         """Nodes of ``v``'s slicing path that share ``v``'s device."""
-        if self.cluster is None:
+        if self.path is None:
             return np.array([v])
-        c = self.cluster[v]
-        nodes = self.cl_members[self.cl_ptr[c]:self.cl_ptr[c + 1]]
+        c = self.path[v]
+        nodes = self.path_members[self.path_ptr[c]:self.path_ptr[c + 1]]
         return nodes[dev[nodes] == dev[v]]
 
     def apply(self, dev: np.ndarray, nodes, target: int) -> np.ndarray | None:
@@ -182,14 +124,6 @@ class _Mover:
         out = dev.copy()
         out[moved] = target
         return out
-
-
-def comm_by_device(g: OpGraph, cm: CostModel, dev: np.ndarray, K: int) -> np.ndarray:
-    """``A[v, d]``: communication cost of ``v``'s edges whose other end is on device ``d``."""
-    A = np.zeros((g.num_nodes, K))
-    np.add.at(A, (g.edge_src, dev[g.edge_dst]), cm.c)
-    np.add.at(A, (g.edge_dst, dev[g.edge_src]), cm.c)
-    return A
 
 
 def free_at(s: Schedule, K: int, t: np.ndarray) -> np.ndarray:
@@ -220,7 +154,7 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
         return []
     pick = np.argsort(-chain.delay_us, kind="stable")[:top_links]
     pick = pick[chain.delay_us[pick] > 0]
-    A = comm_by_device(g, cm, dev, K)
+    A = cm.comm_by_device(g, dev, K)
     moves: list[_Move] = []
     dev_links = pick[chain.kind[pick] == DEVICE]
     frees = free_at(s, K, s.ready_us[chain.dst[dev_links]]) if dev_links.size else None
@@ -251,7 +185,7 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
                 moves.append(_Move(gain, (c,), e, "switch node"))
                 seg = mover.path_segment(c, dev)
                 if seg.size > 1:
-                    moves.append(_Move(gain * 0.9, tuple(seg.tolist()), e, "switch path"))
+                    moves.append(_Move(gain * PATH_GAIN_SHARE, tuple(seg.tolist()), e, "switch path"))
     moves.sort(key=lambda m: (-m.gain, m.target, m.nodes[:4], m.label))
     out, seen = [], set()
     for m in moves:
@@ -266,9 +200,9 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
 
 def path_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int) -> list[_Move]:
     """Every slicing path's part on each device, moved whole to every other device (heaviest first)."""
-    if mover.cluster is None:
+    if mover.path is None:
         return []
-    key = mover.cluster * K + dev
+    key = mover.path * K + dev
     order = np.lexsort((np.arange(g.num_nodes), key))
     bounds = np.flatnonzero(np.concatenate([[True], key[order][1:] != key[order][:-1], [True]]))
     parts = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -298,6 +232,7 @@ def unit_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int
 @dataclass(frozen=True)
 class Refine:
     name: ClassVar[str] = "refine"
+    requires: ClassVar[tuple[str, ...]] = ("assignment",)
     max_evals: int | None = None
     """Simulations allowed (default: `default_budget` by graph size)."""
     max_rounds: int = 1000
@@ -321,16 +256,16 @@ class Refine:
     overflow_floor: int = 40
     """The floor instead of ``min_evals`` when the plan starts over a memory limit: step 2 will rewrite it,
     so on the largest graphs step 1 spends less on its step time."""
-    only_after_changes_by: str | None = None
-    """Skip the pass when the named earlier pass left the plan unchanged (its stats say units_moved=0)."""
+    only_if_changed: bool = False
+    """Skip the pass when the pass before it left the assignment unchanged (`PlanState.changed`)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
             raise ValueError("refine needs an assignment: run the map pass first")
         if cluster.num_devices == 1 or g.num_nodes == 0:
             return state
-        if self.only_after_changes_by and not state.stats.get(self.only_after_changes_by, {}).get("units_moved"):
-            return state.with_stats(self.name, skipped=f"{self.only_after_changes_by} changed nothing")
+        if self.only_if_changed and not state.changed:
+            return state.with_stats(self.name, skipped="the pass before it changed nothing")
         bounded = bool(np.isfinite(cluster.capacity).any())
         budget = self.max_evals
         first = None     # the start's schedule with memory, when the budget needed it; the search reuses it
@@ -344,7 +279,7 @@ class Refine:
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
-        mover = _Mover(g, state.clustering)
+        mover = _Mover(g, state.paths)
         starts = [state.assignment] + list(state.alternatives)
         # successive halving: half the budget shared by every start, the rest for the best of them
         results = []
@@ -389,7 +324,7 @@ class Refine:
         best, best_s, best_ms = start.copy(), s, start_ms
         kinds: dict[str, int] = {}
         totals = {"accepted": 0, "rounds": 0, "kicks": 0}
-        rng = np.random.default_rng(12345)
+        rng = np.random.default_rng(KICK_SEED)
         cur, cur_s = best, best_s
         stale = 0
         while ev.evaluations < budget:
@@ -415,7 +350,7 @@ class Refine:
 
     def _kick(self, g, cluster, mover, dev, s, rng) -> np.ndarray | None:
         """A perturbation of ``dev``: a few units on or next to its critical chain, to random other devices."""
-        chain = critical_chain(g, cluster, s)
+        chain = s.critical_chain()
         if len(chain) == 0:
             return None
         nodes = np.unique(np.concatenate([chain.src, chain.dst]))
@@ -423,7 +358,7 @@ class Refine:
         units = units[~mover.pinned_unit[units]]
         if units.size == 0:
             return None
-        count = int(min(units.size, max(2, round(0.05 * units.size))))
+        count = int(min(units.size, max(2, round(KICK_SHARE * units.size))))
         out = dev.copy()
         K = cluster.num_devices
         for u in rng.choice(units, size=count, replace=False).tolist():
@@ -437,12 +372,12 @@ class Refine:
         cur_ms = float(s.makespan_us)
         stage = 0
         K = cluster.num_devices
-        while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < 4:
+        while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < len(LADDER):
             totals["rounds"] += 1
             if stage == 0:
-                moves = propose(g, cluster, cm, s, critical_chain(g, cluster, s), mover, top_links=self.top_links)
+                moves = propose(g, cluster, cm, s, s.critical_chain(), mover, top_links=self.top_links)
             elif stage == 1:
-                moves = propose(g, cluster, cm, s, critical_chain(g, cluster, s), mover,
+                moves = propose(g, cluster, cm, s, s.critical_chain(), mover,
                                 top_links=g.num_nodes, every_target=True)
             elif stage == 2:
                 moves = path_moves(g, cm, cur, mover, K)

@@ -22,7 +22,7 @@ Tiny example::
 >>> for s, d in [("a", "b"), ("b", "c"), ("a", "x")]:
 ...     bld.add_edge(s, d)
 >>> st = Slice()(bld.build(), Cluster.homogeneous(1), PlanState())
->>> st.clustering.cluster.tolist(), st.clustering.num_primary
+>>> st.paths.path.tolist(), st.paths.num_primary
 ([0, 0, 0, 1], 1)
 """
 
@@ -33,21 +33,21 @@ from typing import ClassVar
 
 from ..analysis import topological_order
 from ..cluster import Cluster
-from ..costs import CostModel
+from ..machine import CostModel
 from ..ir import OpGraph
-from ..pipeline import Clustering, PlanState
+from ..pipeline import Paths, PlanState
 from ._kernels import slice_paths
 
 
 @dataclass(frozen=True)
 class Slice:
     name: ClassVar[str] = "slice"
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         cm = CostModel.build(g, cluster)
         optr, oeids = g.out_csr
-        cl, num_primary, num_clusters = slice_paths(topological_order(g), optr, g.edge_dst[oeids], cm.c[oeids],
+        cl, num_primary, num_paths = slice_paths(topological_order(g), optr, g.edge_dst[oeids], cm.c[oeids],
                                                     cm.w, cluster.num_devices)
-        clustering = Clustering(cl, int(num_primary), int(num_clusters))
-        return state.replace(clustering=clustering).with_stats(
-            self.name, primary=int(num_primary), secondary=int(num_clusters - num_primary))
+        return state.replace(paths=Paths(cl, int(num_primary), int(num_paths))).with_stats(
+            self.name, primary=int(num_primary), secondary=int(num_paths - num_primary))

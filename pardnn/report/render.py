@@ -12,7 +12,7 @@ from .. import __version__
 from ..analysis import phases
 from ..cluster import Cluster
 from ..ir import OpGraph
-from ..machine import Schedule, simulate
+from ..machine import DEVICE, Schedule, simulate
 from ..pipeline import PassTiming
 from ..placement import Placement
 from ..units import format_bytes, format_time
@@ -110,7 +110,6 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
 
 
 def _chain_table(g: OpGraph, cluster: Cluster, s: Schedule, chain) -> str:
-    from ..passes.refine import DEVICE
     if len(chain) == 0:
         return ""
     order = np.lexsort((np.arange(len(chain)), -chain.delay_us))[:TOP_WAITS]
@@ -131,8 +130,7 @@ def _chain_table(g: OpGraph, cluster: Cluster, s: Schedule, chain) -> str:
 
 
 def _timeline_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
-    from ..passes.refine import DEVICE, critical_chain
-    chain = critical_chain(g, cluster, s)
+    chain = s.critical_chain()
     marks = F.chain_marks(g, s, chain)
     ph = phases(g)
     png, notes = F.gantt_png(g, cluster, s, marks, ph)

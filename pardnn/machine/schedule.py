@@ -11,26 +11,33 @@ feasibility) comes from `simulate`. The model has two independent halves:
   are computed after the schedule by sorting allocation and free events per
   device (vectorised with numpy).
 
-The event loop is a compiled kernel (`pardnn._schedkernel`, numba); everything
-around it is vectorised numpy. It handles 200,000 nodes in a fraction of a
-second.
+The event loop is a compiled kernel (`pardnn.machine.kernel`, numba);
+everything around it is vectorised numpy. It handles 200,000 nodes in a
+fraction of a second.
+
+A `Schedule` answers every question the passes, baselines and the report
+ask of a simulated step (when each input arrived, which transfer row carries
+a tensor to a device, what is alive at an instant, the critical chain, which
+rules a placement breaks), so none of them needs the kernel's layout.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
 
-from .cluster import Cluster
-from .errors import PlacementError
-from .ir import OpGraph
-from ._schedkernel import StaticArrays, simulate_kernel, static_arrays
-from .placement import Placement
+from ..cluster import Cluster
+from ..errors import PlacementError
+from ..ir import OpGraph
+from ..placement import Placement
+from .kernel import run_kernel
 
 # Memory item kinds
 OUTPUT, RECEIVED, TEMP = 0, 1, 2
+# Critical-chain link kinds: the op waited for an input, or for its device
+EDGE, DEVICE = 0, 1
 _KIND_NAMES = ("output", "received copy", "temp")
 
 
@@ -67,6 +74,14 @@ class MemoryItems:
     ref: np.ndarray
     port: np.ndarray
 
+    def subset(self, rows: np.ndarray) -> "MemoryItems":
+        """The items at ``rows`` (indexes or a mask), in their order."""
+        return MemoryItems(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    def output_port_ids(self, g: OpGraph, rows: np.ndarray) -> np.ndarray:
+        """The global port id (`OpGraph.port_ptr` numbering) of the OUTPUT items at ``rows``."""
+        return g.port_ptr[self.ref[rows]] + self.port[rows]
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -77,6 +92,19 @@ class Violation:
     device: int | None = None
     bytes_over: int = 0
     time_us: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """The critical chain, from the last op backwards: parallel arrays, one entry per link."""
+
+    kind: np.ndarray      # EDGE (waited for an input) or DEVICE (waited for its device)
+    src: np.ndarray       # the op waited for
+    dst: np.ndarray       # the op that waited
+    delay_us: np.ndarray  # how long the link held dst back
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,14 +124,50 @@ class Schedule:
     violations: tuple[Violation, ...] = ()
     graph: OpGraph | None = field(default=None, repr=False)
     memory_checked: bool = True    # peaks were computed (simulate(memory=True))
+    cluster: Cluster | None = field(default=None, repr=False)
 
     @cached_property
     def memory(self) -> MemoryItems:
         """Every allocation of the step with its lifetime (built on first use)."""
+        return _memory_items(self._graph(), self)
+
+    def _graph(self) -> OpGraph:
         if self.graph is None:
             raise ValueError("this schedule does not know its graph")
-        return _memory_items(self.graph, self.device, self.start_us, self.finish_us, self.transfers,
-                             self.num_devices)
+        return self.graph
+
+    def transfer_rows(self, port_ids: np.ndarray, dst_devices: np.ndarray) -> np.ndarray:
+        """The row of `transfers` that carries global port ``port_ids[i]`` to device ``dst_devices[i]``.
+
+        Every pair asked for must have crossed (a data edge between devices);
+        rows are sorted by (global port, destination), one per pair.
+        """
+        g, K = self._graph(), self.num_devices
+        tr = self.transfers
+        key = (g.port_ptr[tr.src] + tr.port) * K + tr.dst_dev
+        return np.searchsorted(key, np.asarray(port_ids) * K + np.asarray(dst_devices))
+
+    def input_arrivals(self) -> np.ndarray:
+        """When each edge's input reached its consumer (SPEC §1: local, transfer or control arrival)."""
+        g = self._graph()
+        if self.cluster is None:
+            raise ValueError("this schedule does not know its cluster")
+        dev = self.device
+        src, dst = g.edge_src, g.edge_dst
+        arr = self.finish_us[src].copy()
+        cross = dev[src] != dev[dst]
+        ctrl = cross & g.edge_control
+        arr[ctrl] += self.cluster.latency[dev[src[ctrl]], dev[dst[ctrl]]]
+        data = np.flatnonzero(cross & ~g.edge_control)
+        if data.size:
+            rows = np.minimum(self.transfer_rows(g.edge_port_id[data], dev[dst[data]]),
+                              max(len(self.transfers) - 1, 0))
+            arr[data] = self.transfers.finish_us[rows]
+        return arr
+
+    def critical_chain(self) -> "Chain":
+        """The chain of waits that ends at the op finishing last, traced backwards (see `Chain`)."""
+        return _critical_chain(self._graph(), self)
 
     @property
     def feasible(self) -> bool:
@@ -112,6 +176,15 @@ class Schedule:
     @property
     def num_devices(self) -> int:
         return int(self.peak_bytes.shape[0])
+
+    def overflow(self) -> np.ndarray:
+        """Bytes over capacity per device (0 where it fits)."""
+        over = self.peak_bytes - self.capacity
+        return np.where(over > 0, over, 0.0)
+
+    def shortfall_key(self) -> tuple[float, float]:
+        """The order of plans when memory binds: less total overflow first, then the shorter step."""
+        return float(self.overflow().sum()), float(self.makespan_us)
 
     def predicted(self) -> dict:
         """The ``predicted`` block of a placement file (SPEC §4)."""
@@ -149,9 +222,7 @@ class Schedule:
         m = self.memory
         alive = (m.device == device) & (m.alloc_us <= time_us) & (
             (m.free_us > time_us) | ((m.free_us == time_us) & (m.alloc_us == time_us)))
-        idx = np.flatnonzero(alive)
-        return MemoryItems(*(getattr(m, f)[idx] for f in ("device", "alloc_us", "free_us", "bytes", "kind", "ref",
-                                                          "port")))
+        return m.subset(np.flatnonzero(alive))
 
 
 def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> np.ndarray:
@@ -166,15 +237,14 @@ def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarr
     return dev.astype(np.int64, copy=False)
 
 
-def _memory_items(g: OpGraph, dev: np.ndarray, start: np.ndarray, finish: np.ndarray, tr: "Transfers",
-                  K: int) -> MemoryItems:
+def _memory_items(g: OpGraph, s: Schedule) -> MemoryItems:
     """Every allocation with its lifetime (SPEC §1 memory rules, §1.1 rules 4-7)."""
+    dev, start, finish, tr = s.device, s.start_us, s.finish_us, s.transfers
     src, dst = g.edge_src, g.edge_dst
     data = ~g.edge_control
     pid = g.edge_port_id
     owner = g.port_owner
     t_pid = g.port_ptr[tr.src] + tr.port
-    tkey = t_pid * K + tr.dst_dev
     # Outputs: from the producer's start until every same-device consumer has
     # finished and every transfer of the tensor has arrived; a tensor with no
     # consumers dies when its producer finishes.
@@ -187,8 +257,7 @@ def _memory_items(g: OpGraph, dev: np.ndarray, start: np.ndarray, finish: np.nda
     rec_free = tr.finish_us.copy()
     xd = np.flatnonzero(data & (dev[src] != dev[dst]))
     if xd.size:
-        rows = np.searchsorted(tkey, pid[xd] * K + dev[dst[xd]])
-        np.maximum.at(rec_free, rows, finish[dst[xd]])
+        np.maximum.at(rec_free, s.transfer_rows(pid[xd], dev[dst[xd]]), finish[dst[xd]])
     tmp = np.flatnonzero(g.temp_bytes > 0)
     outs = np.flatnonzero(g.port_bytes > 0)
     port_index = outs - g.port_ptr[owner[outs]]
@@ -228,8 +297,7 @@ def _device_levels(m: MemoryItems, device: int) -> tuple[np.ndarray, np.ndarray]
     time holds the level while they are alive (a spike of zero width).
     """
     sel = m.device == device
-    _, time, key, delta = _sorted_events(MemoryItems(
-        *(getattr(m, f)[sel] for f in ("device", "alloc_us", "free_us", "bytes", "kind", "ref", "port"))))
+    _, time, key, delta = _sorted_events(m.subset(sel))
     if time.size == 0:
         return time, delta
     level = np.cumsum(delta)
@@ -252,6 +320,12 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
         out.append(Violation("memory", f"device {d} ({cluster.devices[d].name}) needs {int(peak[d])} bytes at "
                                        f"t={peak_t[d]:.1f}us but has {int(cap[d])}: {over} bytes short",
                              device=d, bytes_over=over, time_us=float(peak_t[d])))
+    return out + rule_violations(g, dev)
+
+
+def rule_violations(g: OpGraph, dev: np.ndarray) -> list[Violation]:
+    """The pin and colocation rules ``dev`` breaks (at most 20 of each listed, then a count)."""
+    out: list[Violation] = []
     pinned = np.flatnonzero((g.pinned >= 0) & (g.pinned != dev))
     for v in pinned[:20].tolist():
         out.append(Violation("pinned", f"node {g.names[v]!r} is pinned to device {int(g.pinned[v])} "
@@ -275,17 +349,6 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
     return out
 
 
-_STATIC = "_sim_static"
-
-
-def _static(g: OpGraph) -> StaticArrays:
-    sa = g.__dict__.get(_STATIC)
-    if sa is None:
-        sa = static_arrays(g)
-        object.__setattr__(g, _STATIC, sa)
-    return sa
-
-
 def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
              memory: bool = True) -> Schedule:
     """Simulate one step of ``g`` placed by ``placement`` on ``cluster`` (SPEC §1).
@@ -296,24 +359,18 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     """
     dev = _as_assignment(g, cluster, placement)
     K = cluster.num_devices
-    sa = _static(g)
-    (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, transient,
-     peak_t) = simulate_kernel(K, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
-                               sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes,
-                               sa.iptr, sa.i_edge, sa.cptr, sa.c_dst, sa.indeg, memory)
-    order = np.lexsort((tr_dst, tr_pid))                 # canonical: producer, port, destination
-    tr_src = sa.port_owner[tr_pid[order]]
-    transfers = Transfers(tr_src, tr_pid[order] - sa.port_ptr[tr_src], dev[tr_src], tr_dst[order],
-                          tr_bytes[order], tr_start[order], tr_finish[order])
-    makespan = max(float(finish.max()) if finish.size else 0.0, float(tr_finish.max()) if tr_finish.size else 0.0)
+    run = run_kernel(g, cluster, dev, memory)
+    order = np.lexsort((run.tr_dst, run.tr_pid))                 # canonical: producer, port, destination
+    tr_src = g.port_owner[run.tr_pid[order]]
+    transfers = Transfers(tr_src, run.tr_pid[order] - g.port_ptr[tr_src], dev[tr_src], run.tr_dst[order],
+                          run.tr_bytes[order], run.tr_start[order], run.tr_finish[order])
     persistent = np.zeros(K, dtype=np.int64)
     np.add.at(persistent, dev, g.persistent_bytes)
-    peak = persistent + transient if memory else persistent.copy()
-    if not memory:
-        peak_t = np.zeros(K)
+    peak = persistent + run.transient if memory else persistent.copy()
+    peak_t = run.peak_t if memory else np.zeros(K)
     violations = _violations(g, cluster, dev, peak if memory else np.zeros(K, np.int64), peak_t)
-    return Schedule(makespan, dev, start, finish, ready, transfers, persistent, peak, peak_t,
-                    cluster.capacity.copy(), tuple(violations), g, memory)
+    return Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
+                    cluster.capacity.copy(), tuple(violations), g, memory, cluster)
 
 
 def single_device_peak(g: OpGraph) -> int:
@@ -332,3 +389,45 @@ def describe_item(g: OpGraph, s: Schedule, items: MemoryItems, i: int) -> str:
     if kind == TEMP:
         return f"{g.names[ref]} (temp)"
     return f"{g.names[ref]}:{int(items.port[i])}"
+
+
+def _critical_chain(g: OpGraph, s: Schedule) -> Chain:
+    """The chain of waits that ends at the op finishing last, traced backwards.
+
+    At each op: if it started later than it became ready, it waited for the
+    op that ran before it on its device; otherwise for its last input (the
+    in-edge whose input arrived last, the first such edge on ties).
+    """
+    V = g.num_nodes
+    if V == 0:
+        return Chain(*(np.empty(0, dtype=t) for t in (np.int64, np.int64, np.int64, np.float64)))
+    dev, start, finish, ready = s.device, s.start_us, s.finish_us, s.ready_us
+    order = np.lexsort((start, dev))
+    prev = np.full(V, -1, dtype=np.int64)
+    same = dev[order[1:]] == dev[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    arr = s.input_arrivals()
+    last_in = np.full(V, -1, dtype=np.int64)
+    if g.num_edges:
+        eorder = np.lexsort((np.arange(g.num_edges), -arr, g.edge_dst))
+        firsts = eorder[np.concatenate([[True], g.edge_dst[eorder[1:]] != g.edge_dst[eorder[:-1]]])]
+        last_in[g.edge_dst[firsts]] = firsts
+    waited = start > ready + 1e-9
+    kinds, srcs, dsts, delays = [], [], [], []
+    v = int(np.argmax(finish))
+    seen = set()
+    while v not in seen:
+        seen.add(v)
+        if waited[v] and prev[v] >= 0:
+            u = int(prev[v])
+            kinds.append(DEVICE); srcs.append(u); dsts.append(v); delays.append(start[v] - ready[v])
+            v = u
+            continue
+        e = last_in[v]
+        if e < 0:
+            break
+        u = int(g.edge_src[e])
+        kinds.append(EDGE); srcs.append(u); dsts.append(v); delays.append(arr[e] - finish[u])
+        v = u
+    return Chain(np.asarray(kinds, dtype=np.int64), np.asarray(srcs, dtype=np.int64),
+                 np.asarray(dsts, dtype=np.int64), np.asarray(delays, dtype=np.float64))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._jit import njit
+from .._jit import njit
 
 
 @dataclass(frozen=True, eq=False)
@@ -420,3 +420,50 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                         dn += 1
     return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
             tr_start[:nt].copy(), tr_finish[:nt].copy(), peak, peak_t)
+
+
+# ---------------------------------------------------------------------------
+# The one way to call the kernel
+# ---------------------------------------------------------------------------
+
+_STATIC = "_sim_static"
+
+
+def static_of(g) -> StaticArrays:
+    """``g``'s `StaticArrays`, built once and cached on the graph."""
+    sa = g.__dict__.get(_STATIC)
+    if sa is None:
+        sa = static_arrays(g)
+        object.__setattr__(g, _STATIC, sa)
+    return sa
+
+
+@dataclass(frozen=True, eq=False)
+class KernelRun:
+    """What one kernel call returns, by name (transfers in the kernel's order, not yet canonical)."""
+
+    start: np.ndarray
+    finish: np.ndarray
+    ready: np.ndarray
+    tr_pid: np.ndarray      # global port id of each transfer
+    tr_dst: np.ndarray      # destination device
+    tr_bytes: np.ndarray
+    tr_start: np.ndarray
+    tr_finish: np.ndarray
+    transient: np.ndarray   # per device: peak of non-persistent bytes (zeros without memory)
+    peak_t: np.ndarray      # per device: first instant of that peak
+
+    @property
+    def makespan_us(self) -> float:
+        """The step's end: the last op's finish or the last transfer's arrival."""
+        return max(float(self.finish.max()) if self.finish.size else 0.0,
+                   float(self.tr_finish.max()) if self.tr_finish.size else 0.0)
+
+
+def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
+    """Simulate ``g`` with op ``v`` on device ``dev[v]`` of ``cluster`` (SPEC §1); peaks only with ``memory``."""
+    sa = static_of(g)
+    return KernelRun(*simulate_kernel(
+        cluster.num_devices, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
+        sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
+        sa.cptr, sa.c_dst, sa.indeg, memory))

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cluster import Cluster
-from .ir import OpGraph
-from .machine import Schedule, simulate
+from ..cluster import Cluster
+from ..ir import OpGraph
+from .kernel import run_kernel
+from .schedule import Schedule, simulate
 
 
 @dataclass(eq=False)
@@ -35,18 +36,8 @@ class Evaluator:
 
     def quick_makespan(self, dev: np.ndarray) -> float:
         """The makespan alone, straight from the kernel (no memory, no `Schedule` built)."""
-        from .machine import _static
-        from ._schedkernel import simulate_kernel
-
         self.evaluations += 1
-        sa = _static(self.g)
-        c = self.cluster
-        res = simulate_kernel(c.num_devices, dev, c.speed, c.latency, c.bandwidth, sa.time_us, sa.temp, sa.port_ptr,
-                              sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr,
-                              sa.i_edge, sa.cptr, sa.c_dst, sa.indeg, False)
-        finish, tr_finish = res[1], res[7]
-        ms = max(float(finish.max()) if finish.size else 0.0, float(tr_finish.max()) if tr_finish.size else 0.0)
-        return ms
+        return run_kernel(self.g, self.cluster, dev, False).makespan_us
 
     def _remember(self, dev: np.ndarray, ms: float) -> None:
         if ms < self.best_makespan:

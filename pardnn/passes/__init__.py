@@ -1,0 +1,60 @@
+"""The partitioner's passes, by name: the registry a pipeline spec is read against.
+
+A pass is a frozen dataclass in its own module of this package: a class-level
+``name``, one field per option (each with a docstring), and
+``__call__(g, cluster, state) -> PlanState`` (see `pardnn.pipeline.Pass`).
+`PASSES` maps each name a pipeline spec may use to ``"module:Class"`` and the
+option values that entry presets; modules are imported only when a pipeline
+uses them. Adding a pass is one new module and one line here; it is then
+usable from ``pardnn partition --pipeline`` and from `PardnnOptions.pipeline`
+(docs/partitioner.md has a worked example).
+
+==========  =====================================================================================
+slice       ParDNN step 1.1: critical-path slicing into one primary path per device (`slicing`)
+map         ParDNN step 1.2: level-aware mapping of the paths onto devices (`mapping`)
+refine      ParDNN step 1.3: refinement on the simulated critical chain (`refine`)
+memory      ParDNN step 2: move units off devices over their memory (`memory`)
+refine-mem  refine after step 2: only moves that keep memory, only when step 2 changed the plan
+==========  =====================================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class PassEntry:
+    """Where a pass lives, and the option values this name presets."""
+
+    target: str
+    """``"module:Class"``: a module of this package, or a full dotted module path."""
+    preset: Mapping[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+PASSES: dict[str, PassEntry] = {
+    "slice": PassEntry("slicing:Slice", summary="critical-path slicing"),
+    "map": PassEntry("mapping:Map", summary="level-aware mapping of paths onto devices"),
+    "refine": PassEntry("refine:Refine", summary="refinement on the simulated critical chain"),
+    "memory": PassEntry("memory:FitMemory", summary="move units off devices over their memory"),
+    "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "min_evals": 40,
+                                              "boost": 1.0},
+                            summary="refine within memory, after a pass that changed the plan"),
+}
+
+
+def pass_class(name: str) -> type:
+    """The class behind registry entry ``name`` (imported on first use); KeyError for an unknown name.
+
+    A target's module is a module of this package, or a full dotted path (a pass kept elsewhere).
+    """
+    module, _, cls = PASSES[name].target.partition(":")
+    return getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), cls)
+
+
+def make_pass(name: str, **options: Any):
+    """An instance of pass ``name`` with its preset options, overridden by ``options``."""
+    return pass_class(name)(**{**PASSES[name].preset, **options})

@@ -1,0 +1,39 @@
+"""`pardnn.machine.Evaluator`: counted simulations, the kernel's makespan, the best plan remembered."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pardnn import Cluster, simulate
+from pardnn.machine import Evaluator, run_kernel
+
+from ..helpers import tiny
+from ..test_baselines import graphs
+
+
+@settings(max_examples=40, deadline=None)
+@given(g=graphs(pins=False), k=st.integers(1, 4), seed=st.integers(0, 2 ** 16))
+def test_quick_makespan_is_the_simulated_makespan_and_every_call_counts(g, k, seed):
+    c = Cluster.homogeneous(k, latency_us=5.0, bandwidth_bytes_per_us=100.0)
+    dev = np.random.default_rng(seed).integers(0, k, g.num_nodes)
+    ev = Evaluator(g, c)
+    quick = ev.quick_makespan(dev)
+    full = ev.schedule(dev, memory=True)
+    assert ev.evaluations == 2
+    assert quick == full.makespan_us == simulate(g, c, dev).makespan_us == run_kernel(g, c, dev, False).makespan_us
+    assert ev.makespan(dev) == quick and ev.evaluations == 3
+
+
+def test_the_best_assignment_seen_is_remembered_as_a_copy():
+    g = tiny([("a", 10, 100), ("b", 10, 100)], [])
+    c = Cluster.homogeneous(2)
+    ev = Evaluator(g, c)
+    both = np.array([0, 0])
+    ev.schedule(both)
+    split = np.array([0, 1])
+    ev.schedule(split)
+    split[:] = 0                                   # the caller reuses its array: the remembered one stays
+    assert ev.best_makespan == 10.0 and ev.best.tolist() == [0, 1]
+    assert ev.quick_makespan(np.array([1, 1])) == 20.0 and ev.best.tolist() == [0, 1]   # quick ones are not kept

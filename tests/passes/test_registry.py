@@ -1,0 +1,93 @@
+"""The pass registry and pipeline specs: docs/partitioner.md's "Adding a pass" example, run as written."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pardnn import Cluster, partition
+from pardnn.errors import PassError
+from pardnn.partitioner import PardnnOptions, default_pipeline, default_spec
+from pardnn.passes import PASSES, PassEntry, make_pass
+from pardnn.pipeline import PlanState, parse_pipeline
+
+from ..helpers import tiny
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "partitioner.md"
+
+
+@pytest.fixture
+def evict_registered(monkeypatch):
+    """The documented pass module and its registry line, exactly as docs/partitioner.md shows them."""
+    text = DOC.read_text()
+    module_src = re.search(r"```python\n# pardnn/passes/evict.py\n(.*?)```", text, re.S).group(1)
+    line = re.search(r'^\s*("evict": PassEntry\(.*\)),$', text, re.M).group(1)
+    mod = types.ModuleType("pardnn.passes.evict")
+    mod.__package__ = "pardnn.passes"
+    monkeypatch.setitem(sys.modules, "pardnn.passes.evict", mod)
+    exec(compile(module_src, "docs/partitioner.md (evict)", "exec"), mod.__dict__)
+    entry = eval(line.split(":", 1)[1], {"PassEntry": PassEntry})
+    monkeypatch.setitem(PASSES, "evict", entry)
+    return mod
+
+
+def four_chains():
+    """Four independent chains of two ops: mapping spreads them over 4 devices."""
+    nodes = [(f"{c}{i}", 10 + 5 * "abcd".index(c), 100) for c in "abcd" for i in range(2)]
+    edges = [(f"{c}0", f"{c}1") for c in "abcd"]
+    return tiny(nodes, edges)
+
+
+def test_the_documented_pass_runs_from_a_spec_and_from_options(evict_registered):
+    g, c = four_chains(), Cluster.homogeneous(3)
+    pipeline = parse_pipeline("slice,map,evict")
+    state, timings = pipeline.run(g, c, PlanState())
+    assert [t.name for t in timings] == ["slice", "map", "evict"]
+    mapped, _ = parse_pipeline("slice,map").run(g, c, PlanState())
+    load = np.bincount(mapped.assignment, weights=g.time_us, minlength=3)
+    assert (mapped.assignment == int(np.argmin(load))).any()              # the light device had ops
+    assert not (state.assignment == int(np.argmin(load))).any()           # evict emptied it
+    assert state.stats["evict"]["moved"] >= 1
+    plan, sched = partition(g, c, options=PardnnOptions(pipeline="slice,map,evict,refine"))
+    assert sched.feasible and plan.meta["pass_seconds"].keys() == {"slice", "map", "evict", "refine"}
+    assert str(parse_pipeline("slice,evict{keep_pins=false}")) == "slice,evict{keep_pins=false}"
+
+
+def test_requires_is_checked_before_a_pass_runs(evict_registered):
+    with pytest.raises(PassError, match=r"pass 'evict' needs assignment in the plan, which no pass before it made"):
+        parse_pipeline("slice,evict").run(four_chains(), Cluster.homogeneous(2), PlanState())
+
+
+def test_the_default_spec_is_the_default_pipeline_and_round_trips():
+    assert default_spec() == "slice,map,refine,memory,refine-mem"
+    assert str(default_pipeline()) == default_spec()
+    spec = default_spec(PardnnOptions(refine_evals=50, memory_heuristic="residual", comm_weight=0.5))
+    assert spec == "slice,map{comm_weight=0.5},refine{max_evals=50},memory{heuristic=residual},refine-mem{max_evals=50}"
+    assert str(parse_pipeline(spec)) == spec
+    assert default_spec(PardnnOptions(refine_evals=0)) == "slice,map,memory"
+    # refine-mem is refine with presets
+    rm = make_pass("refine-mem")
+    assert type(rm).__name__ == "Refine" and rm.respect_memory is True and rm.only_if_changed is True
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("slice,nope", r"unknown pass 'nope'; known passes: slice, map, refine, memory, refine-mem"),
+    ("refine{bogus=1}", r"pass 'refine' has no option 'bogus'; its options: .*max_evals"),
+    ("refine{max_evals=3", r"unbalanced '\{'"),
+    ("slice,,map", r"empty pass name"),
+])
+def test_bad_specs_say_what_exists(spec, message):
+    with pytest.raises(ValueError, match=message):
+        parse_pipeline(spec)
+
+
+def test_refine_mem_runs_only_when_the_pass_before_it_changed_the_plan():
+    g, c = four_chains(), Cluster.homogeneous(2)          # unlimited memory: the memory pass changes nothing
+    state, timings = parse_pipeline("slice,map,memory,refine-mem").run(g, c, PlanState())
+    assert state.changed is False and state.stats["refine-mem"]["skipped"] == "the pass before it changed nothing"
+    assert "refine" not in state.stats                    # filed under its own name

@@ -1,0 +1,87 @@
+"""`pardnn.api` itself: one entry for every method, options reaching the pipeline, the capacity search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pardnn import Cluster, InfeasibleError, InputError, partition, simulate
+from pardnn.api import capacity_lower_bound_violation, smallest_feasible_scale
+from pardnn.bench import place_and_score
+from pardnn.methods import DEFAULT_METHOD, METHODS, method_names
+from pardnn.partitioner import PardnnOptions
+
+from .helpers import tiny
+
+
+def diamond(**extra):
+    """a(10) -> b(30), c(30) -> d(10); every output 1000 B; ``extra`` adds node fields by name."""
+    nodes = [(n, t, 1000, extra.get(n, {})) for n, t in (("a", 10), ("b", 30), ("c", 30), ("d", 10))]
+    return tiny(nodes, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+
+
+def test_every_method_is_one_registry_entry_and_places_validly():
+    g, c = diamond(), Cluster.homogeneous(2)
+    assert method_names()[0] == DEFAULT_METHOD and set(method_names()) == set(METHODS)
+    for name in METHODS:
+        if name.endswith("metis"):
+            pytest.importorskip("pymetis")
+        plan, sched = partition(g, c, method=name)
+        assert plan.num_devices == 2 and sched.feasible
+        assert sched.makespan_us == simulate(g, c, plan).makespan_us
+        assert plan.predicted["makespan_us"] == round(sched.makespan_us, 6)
+
+
+def test_the_bench_scores_exactly_what_partition_returns():
+    g, c = diamond(), Cluster.homogeneous(2, memory_bytes=10_000)
+    for name in ("pardnn", "heft", "m-topo"):
+        _, sched = partition(g, c, method=name)
+        makespan, feasible, frac, seconds, err = place_and_score(g, c, name)
+        assert (makespan, feasible, err) == (sched.makespan_us, True, "") and seconds > 0
+        assert frac == pytest.approx(float(np.max(sched.peak_bytes / c.capacity)))
+
+
+def test_options_reach_the_pipeline_and_baselines_take_none():
+    g, c = diamond(), Cluster.homogeneous(2)
+    plan, _ = partition(g, c, options=PardnnOptions(pipeline="slice,map"))
+    assert list(plan.meta["pass_seconds"]) == ["slice", "map"]
+    timings: list = []
+    partition(g, c, options=PardnnOptions(refine_evals=0), timings=timings)
+    assert [t.name for t in timings] == ["slice", "map", "memory"]
+    with pytest.raises(InputError, match="method 'heft' takes no options"):
+        partition(g, c, method="heft", options=PardnnOptions())
+    with pytest.raises(InputError, match="unknown method 'nope'"):
+        partition(g, c, method="nope")
+
+
+def test_pins_outside_the_cluster_are_bad_input():
+    g = diamond(b={"pinned": 3})
+    with pytest.raises(InputError, match=r"node 'b' is pinned to device 3, but the cluster has 2 devices"):
+        partition(g, Cluster.homogeneous(2))
+
+
+def test_an_impossible_fit_is_reported_before_placing_with_the_bytes_short():
+    g = diamond(b={"persistent_bytes": 5000, "colocation": "w"}, c={"persistent_bytes": 5000, "colocation": "w"})
+    c = Cluster.homogeneous(2, memory_bytes=8000)
+    reason, short = capacity_lower_bound_violation(g, c)
+    assert "colocation group 'w' alone holds" in reason and short == 2000
+    with pytest.raises(InfeasibleError) as err:
+        partition(g, c)
+    assert err.value.short_bytes == 2000
+
+
+def test_the_capacity_search_returns_a_scale_that_fits_and_a_smaller_one_does_not():
+    g = diamond(b={"persistent_bytes": 2000}, c={"persistent_bytes": 2000}, a={"persistent_bytes": 2000})
+    c = Cluster.homogeneous(2, memory_bytes=3500)        # two of the three 2000-byte ops must share a device
+    assert not partition(g, c, require_feasible=False)[1].feasible
+    scale = smallest_feasible_scale(g, c)
+    assert scale is not None and scale > 1.0
+
+    def fits(s: float) -> bool:
+        scaled = c.with_memory(int(np.ceil(3500 * s)))
+        return partition(g, scaled, require_feasible=False, search_capacity=False)[1].feasible
+
+    assert fits(scale) and not fits(1.0)
+    with pytest.raises(InfeasibleError) as err:
+        partition(g, c)
+    assert err.value.min_capacity_bytes == int(np.ceil(3500 * scale))
