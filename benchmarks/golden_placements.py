@@ -77,7 +77,7 @@ def find_data_dir() -> Path:
 
 def load_input(path: Path):
     try:
-        from pardnn.inputs import load_input as load
+        from pardnn.frontends import load_input as load
     except ImportError:  # the refactor may move it
         from pardnn import load_input as load
     return load(path)

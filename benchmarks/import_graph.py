@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = ("module", "function", "by name")
-NOT_CORE = ("pardnn.frontends", "pardnn.backend", "pardnn.cli", "pardnn.inputs")
+NOT_CORE = ("pardnn.frontends", "pardnn.backend", "pardnn.cli", "pardnn.inputs")   # pardnn.inputs: the registry
+# before issue 13 (the script also reads older checkouts: --root)
 
 
 @dataclass
