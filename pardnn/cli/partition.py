@@ -55,6 +55,19 @@ def _check_method(_ctx: click.Context, _param: click.Parameter, value: str | Non
     return value
 
 
+def _check_pipeline(spec: str | None) -> str | None:
+    """A usage error (exit 2) for a pipeline spec that names an unknown pass or option."""
+    if spec is None:
+        return None
+    from ..pipeline import parse_pipeline
+
+    try:
+        parse_pipeline(spec)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pipeline") from None
+    return spec
+
+
 def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value:
         return
@@ -82,6 +95,10 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("--refine-evals", type=click.IntRange(min=0), default=None,
               help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size, "
                    "about 6e7 / (nodes + edges)); fewer is faster, more may place better. 0 skips refinement.")
+@click.option("--pipeline", "pipeline_spec", metavar="SPEC", callback=lambda c, p, v: _check_pipeline(v),
+              help="The pardnn method's passes, e.g. \"slice,map,refine{max_evals=400}\" (default: "
+                   "slice,map,refine,memory,refine-mem; see docs/partitioner.md). Replaces --memory-heuristic "
+                   "and --refine-evals.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
@@ -90,7 +107,7 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
               latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
-              memory_heuristic: str, refine_evals, capacity_search: bool, report_path, fmt, signature,
+              memory_heuristic: str, refine_evals, pipeline_spec, capacity_search: bool, report_path, fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -103,6 +120,15 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
       pardnn partition graph.json --cluster cluster.json -o placement.json --place placement.place
       pardnn partition sample_graphs/tf_resnet14.json.gz -k 4 --memory 32MiB -o r.json --report r.html
     """
+    method = method or DEFAULT_METHOD
+    tuned = {"--pipeline": pipeline_spec is not None, "--refine-evals": refine_evals is not None,
+             "--memory-heuristic": memory_heuristic != "auto"}
+    if method != DEFAULT_METHOD and any(tuned.values()):
+        raise click.UsageError(f"{next(k for k, v in tuned.items() if v)} applies to the {DEFAULT_METHOD} method "
+                               f"only, not to {method}")
+    if pipeline_spec is not None and (tuned["--refine-evals"] or tuned["--memory-heuristic"]):
+        raise click.UsageError("--pipeline replaces --refine-evals and --memory-heuristic; give the options in "
+                               "the spec (e.g. refine{max_evals=400}, memory{heuristic=residual})")
     for out in (output, place_path):
         if out:
             refuse_overwrite(out, input_path, cluster_path)
@@ -115,14 +141,13 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     with progress.stage(f"reading {input_path}"):
         g = read_input(input_path, fmt, opts)
     t0 = time.perf_counter()
-    method = method or DEFAULT_METHOD
     timings: list = []
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
         from ..partitioner import PardnnOptions   # the passes load when a placement is made (start-up time)
+        options = PardnnOptions(memory_heuristic=memory_heuristic, refine_evals=refine_evals,
+                                pipeline=pipeline_spec) if method == DEFAULT_METHOD else None
         plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
-                                    progress=progress, timings=timings,
-                                    options=PardnnOptions(memory_heuristic=memory_heuristic,
-                                                          refine_evals=refine_evals),
+                                    progress=progress, timings=timings, options=options,
                                     search_capacity=capacity_search)
     seconds = time.perf_counter() - t0
     if time_passes and timings:

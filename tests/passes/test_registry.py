@@ -91,3 +91,23 @@ def test_refine_mem_runs_only_when_the_pass_before_it_changed_the_plan():
     state, timings = parse_pipeline("slice,map,memory,refine-mem").run(g, c, PlanState())
     assert state.changed is False and state.stats["refine-mem"]["skipped"] == "the pass before it changed nothing"
     assert "refine" not in state.stats                    # filed under its own name
+
+
+def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from pardnn import save_graph
+    from pardnn.cli import cli
+
+    save_graph(four_chains(), tmp_path / "g.json")
+    args = ["partition", str(tmp_path / "g.json"), "-k", "3", "-o", str(tmp_path / "p.json")]
+    r = CliRunner().invoke(cli, args + ["--pipeline", "slice,map,evict{keep_pins=false}"])
+    assert r.exit_code == 0, r.output
+    assert list(json.loads((tmp_path / "p.json").read_text())["pass_seconds"]) == ["slice", "map", "evict"]
+    for extra, words in ((["--pipeline", "slice,mop"], "unknown pass 'mop'"),
+                         (["--pipeline", "slice,map", "--refine-evals", "3"], "--pipeline replaces"),
+                         (["--method", "heft", "--pipeline", "slice,map"], "applies to the pardnn method only")):
+        r = CliRunner().invoke(cli, args + extra)
+        assert r.exit_code == 2 and words in r.output, r.output
