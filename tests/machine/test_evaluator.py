@@ -10,7 +10,7 @@ from pardnn import Cluster, simulate
 from pardnn.machine import Evaluator, run_kernel
 
 from ..helpers import tiny
-from ..test_baselines import graphs
+from ..baselines.test_baselines import graphs
 
 
 @settings(max_examples=40, deadline=None)

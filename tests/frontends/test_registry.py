@@ -14,7 +14,7 @@ from pardnn.cli import cli
 from pardnn.errors import EXIT_DEPENDENCY, InputError, MissingDependencyError
 from pardnn.frontends import FORMATS, FRONTENDS, FrontendOptions, detect_format, load_input
 
-from .conftest import REPO, SAMPLES
+from ..conftest import REPO, SAMPLES
 from .test_peers import PIPEDREAM_EXCERPT
 
 

@@ -26,7 +26,7 @@ from pardnn.frontends.tensorflow.build import to_opgraph  # noqa: E402
 from pardnn.frontends.tensorflow.flatten import CALL_OPS  # noqa: E402
 from pardnn.frontends.tensorflow.keras_step import keras_train_step  # noqa: E402
 
-from . import tf_models  # noqa: E402
+from .. import tf_models  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

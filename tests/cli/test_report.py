@@ -13,8 +13,8 @@ pytest.importorskip("matplotlib")
 from pardnn.cli import cli  # noqa: E402
 from pardnn.errors import EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT  # noqa: E402
 
-from .conftest import SAMPLES  # noqa: E402
-from .test_report import Page, assert_self_contained  # noqa: E402
+from ..conftest import SAMPLES  # noqa: E402
+from ..report.test_report import Page, assert_self_contained  # noqa: E402
 
 GNMT = SAMPLES / "pipedream_gnmt.json.gz"
 

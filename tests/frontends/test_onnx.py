@@ -24,7 +24,7 @@ from pardnn.frontends import FrontendOptions, load_input  # noqa: E402
 from pardnn.frontends.onnx import load_onnx  # noqa: E402
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 
-from .conftest import REPO  # noqa: E402
+from ..conftest import REPO  # noqa: E402
 
 pytestmark = pytest.mark.onnx
 TRAINING = REPO / "tests" / "data" / "onnx"

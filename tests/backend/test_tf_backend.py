@@ -42,8 +42,8 @@ from pardnn.frontends.tensorflow import import_function, import_keras  # noqa: E
 from pardnn.frontends.tensorflow.keras_step import make_train_step  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
-from . import tf_models  # noqa: E402
-from .conftest import REPO  # noqa: E402
+from .. import tf_models  # noqa: E402
+from ..conftest import REPO  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

@@ -19,7 +19,7 @@ import pytest
 
 from pardnn.errors import EXIT_INPUT, EXIT_MEMORY, EXIT_OUTPUT, EXIT_USAGE
 
-from .conftest import SAMPLES
+from ..conftest import SAMPLES
 
 VGG = SAMPLES / "pardnn_vgg16.json.gz"
 

@@ -17,7 +17,7 @@ from pardnn.errors import PlacementError
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate, single_device_peak
 
-from .helpers import reference_simulate, tiny
+from ..helpers import reference_simulate, tiny
 
 
 def cluster(k: int = 2, *, memory=None, speeds=None, links=None) -> Cluster:

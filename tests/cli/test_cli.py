@@ -11,7 +11,7 @@ from pardnn.cli import cli
 from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_USAGE
 from pardnn.ir import save_graph
 
-from .helpers import tiny
+from ..helpers import tiny
 
 
 def run(*args):
@@ -166,7 +166,7 @@ def test_verbose_logs_stage_timings_and_quiet_silences(tmp_path, graph_file):
 
 def test_refine_evals_bounds_the_refinement(tmp_path):
     """--refine-evals 0 skips refinement; a budget lets it run, and it never makes the step slower."""
-    from .conftest import SAMPLES
+    from ..conftest import SAMPLES
 
     sample = SAMPLES / "pipedream_gnmt.json.gz"
     times = {}

@@ -22,7 +22,7 @@ from pardnn.cluster import Cluster, Device, Link
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate
 
-from .helpers import consistent_pin, tiny
+from ..helpers import consistent_pin, tiny
 
 BIG = 1_200_000      # 100 us on a default link (+25 us latency)
 

@@ -24,8 +24,8 @@ from pardnn.report import measured_from_dict, render_report, summarize, top_live
 from pardnn.report.timeline import busy_by_bin, busy_time_until, max_envelope, merge_runs  # noqa: E402
 from pardnn.units import format_bytes, format_time  # noqa: E402
 
-from .conftest import SAMPLES  # noqa: E402
-from .helpers import tiny  # noqa: E402
+from ..conftest import SAMPLES  # noqa: E402
+from ..helpers import tiny  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,7 @@ from pardnn.errors import InfeasibleError, InputError
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate
 
-from .helpers import consistent_pin, tiny
+from ..helpers import consistent_pin, tiny
 
 
 def chain(n=8, size=100):

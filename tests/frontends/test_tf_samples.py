@@ -10,7 +10,7 @@ import pytest
 from pardnn.analysis import is_topologically_ordered
 from pardnn.ir import load_graph
 
-from .conftest import SAMPLES
+from ..conftest import SAMPLES
 
 TF_SAMPLES = sorted(p.name for p in SAMPLES.glob("tf_*.json.gz"))
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pardnn.cli import cli
 from pardnn.errors import EXIT_DEPENDENCY, EXIT_INPUT, EXIT_RUNTIME, PlacementError
 
-from .conftest import REPO
+from ..conftest import REPO
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

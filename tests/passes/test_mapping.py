@@ -1,0 +1,83 @@
+"""`pardnn.passes.mapping`: level-aware mapping on hand-drawn graphs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pardnn.cluster import Cluster, Device
+from pardnn.errors import PassError
+from pardnn.ir import GraphBuilder
+from pardnn.machine import EDGE, Evaluator, simulate
+from pardnn.partitioner import PardnnOptions, run as run_pardnn
+from pardnn.passes.mapping import Map, map_onto
+from pardnn.passes.memory import FitMemory, memory_split, potentials
+from pardnn.passes.refine import Refine
+from pardnn.passes.slicing import Slice
+from pardnn.pipeline import Pipeline, PlanState, format_timings
+
+from ..helpers import tiny
+
+from .common import _groups_whole_and_pins_kept, fork, free_links, random_cases  # noqa: F401
+
+
+def test_level_aware_balancing_sends_a_cluster_where_its_levels_are_least_loaded():
+    """g (level 1) sees loads b=6 on device 0 and e=3 on device 1 at its level: it goes to device 1."""
+    g = fork()
+    c = free_links(2)
+    state = Slice()(g, c, PlanState())
+    dev = dict(zip(g.names, map_onto(g, c, state, 2, comm_weight=0.0, merge_factor=1.0).tolist()))
+    assert dev["a"] == dev["b"] == dev["c"] == dev["d"]
+    assert dev["e"] == dev["f"] != dev["a"]
+    assert dev["g"] == dev["e"]
+
+
+def test_secondary_cluster_without_parallelism_gain_merges_with_its_neighbour():
+    """With 10 us per cut edge, g (1 us of work) talks more to a's cluster than it could overlap: merged."""
+    g = fork()
+    c = Cluster.homogeneous(2, latency_us=10.0, bandwidth_bytes_per_us=1e12)
+    state = Slice()(g, c, PlanState())
+    dev = map_onto(g, c, state, 2, comm_weight=0.0, merge_factor=1.0)
+    assert dev[g.id("g")] == dev[g.id("a")]
+
+
+def test_map_chooses_fewer_devices_when_communication_dominates():
+    """Every cut edge costs 1 s: one device is fastest, and the mapping sees it."""
+    g = fork()
+    c = Cluster.homogeneous(4, latency_us=1e6)
+    st_ = Map()(g, c, Slice()(g, c, PlanState()))
+    assert st_.stats["map"]["k_chosen"] == 1 and len(set(st_.assignment.tolist())) == 1
+    assert st_.makespan_us == pytest.approx(float(g.time_us.sum()))
+
+
+def test_map_keeps_groups_whole_and_honours_pins():
+    b = GraphBuilder("groups")
+    for n, t, grp, pin in [("v", 1, "var", None), ("r1", 5, "var", None), ("x", 5, None, None),
+                           ("r2", 5, "var", None), ("p", 1, None, 1)]:
+        b.add_node(n, time_us=t, colocation=grp, pinned=pin)
+    for s_, d in [("v", "r1"), ("v", "r2"), ("x", "r2"), ("r1", "p")]:
+        b.add_edge(s_, d)
+    g = b.build()
+    c = free_links(2)
+    st_ = Map()(g, c, Slice()(g, c, PlanState()))
+    dev = dict(zip(g.names, st_.assignment.tolist()))
+    assert dev["v"] == dev["r1"] == dev["r2"]
+    assert dev["p"] == 1
+
+
+# ---------------------------------------------------------------------------
+# Refinement
+# ---------------------------------------------------------------------------
+
+
+def test_heterogeneous_devices_get_the_heaviest_path():
+    """A fast device (speed 4) and a slow one: the critical path goes to the fast one."""
+    g = fork()
+    c = Cluster((Device("slow", None, 1.0), Device("fast", None, 4.0)), 0.0, 1e12)
+    plan, _, _ = run_pardnn(g, c)
+    assert plan.assignment[g.id("b")] == 1

@@ -1,0 +1,87 @@
+"""`pardnn.passes.refine`: refinement on the critical chain, and its never-worse property."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pardnn.cluster import Cluster, Device
+from pardnn.errors import PassError
+from pardnn.ir import GraphBuilder
+from pardnn.machine import EDGE, Evaluator, simulate
+from pardnn.partitioner import PardnnOptions, run as run_pardnn
+from pardnn.passes.mapping import Map, map_onto
+from pardnn.passes.memory import FitMemory, memory_split, potentials
+from pardnn.passes.refine import Refine
+from pardnn.passes.slicing import Slice
+from pardnn.pipeline import Pipeline, PlanState, format_timings
+
+from ..helpers import tiny
+
+from .common import _groups_whole_and_pins_kept, fork, free_links, random_cases  # noqa: F401
+
+
+def test_critical_chain_follows_the_transfer():
+    """
+    dev0: a(1) out 1000 B ==> dev1: b(1)      transfer 10 + 1000/100 = 20 us: the chain is one EDGE link
+    """
+    g = tiny([("a", 1, 1000), ("b", 1)], [("a", "b")])
+    c = Cluster.homogeneous(2, latency_us=10.0, bandwidth_bytes_per_us=100.0)
+    chain = simulate(g, c, [0, 1], memory=False).critical_chain()
+    assert len(chain) == 1
+    assert (int(chain.kind[0]), int(chain.src[0]), int(chain.dst[0])) == (EDGE, 0, 1)
+    assert chain.delay_us[0] == pytest.approx(20.0)
+
+
+def test_refine_removes_a_costly_transfer():
+    g = tiny([("a", 1, 1000), ("b", 1)], [("a", "b")])
+    c = Cluster.homogeneous(2, latency_us=10.0, bandwidth_bytes_per_us=100.0)
+    st_ = Refine()(g, c, PlanState(assignment=np.array([0, 1])))
+    assert len(set(st_.assignment.tolist())) == 1
+    assert st_.makespan_us == 2.0
+    assert st_.stats["refine"]["before_us"] == 22.0
+
+
+def test_refine_moves_an_op_off_a_busy_device():
+    """Two independent 10 us ops stuck on one device: one moves to the idle device (20 -> 10 us)."""
+    g = tiny([("a", 10), ("b", 10)], [])
+    st_ = Refine()(g, free_links(2), PlanState(assignment=np.array([0, 0])))
+    assert st_.makespan_us == 10.0 and sorted(st_.assignment.tolist()) == [0, 1]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.integers(0, 2**31 - 1))
+def test_refine_never_makes_the_plan_worse(case, seed):
+    g, c = case
+    rng = np.random.default_rng(seed)
+    # a legal start: a random device per unit, pins honoured
+    udev = rng.integers(0, c.num_devices, int(g.unit.max()) + 1)
+    pinned = np.flatnonzero(g.pinned >= 0)
+    udev[g.unit[pinned]] = g.pinned[pinned]
+    start = udev[g.unit]
+    before = simulate(g, c, start, memory=False).makespan_us
+    st_ = Refine(max_evals=60)(g, c, PlanState(assignment=start))
+    after = simulate(g, c, st_.assignment, memory=False).makespan_us
+    assert after <= before + 1e-9
+    assert st_.makespan_us == pytest.approx(after)
+    _groups_whole_and_pins_kept(g, st_.assignment)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([0.35, 0.5, 0.7]))
+def test_memory_aware_refinement_never_breaks_a_limit(case, scale):
+    """Refine(respect_memory=True), kicks included, returns a plan that fits whenever it started from one."""
+    from pardnn.machine import single_device_peak
+
+    g, c = case
+    cl = c.with_memory(max(1, int(scale * single_device_peak(g))))
+    state = FitMemory()(g, cl, Map()(g, cl, Slice()(g, cl, PlanState())))
+    if not simulate(g, cl, state.assignment).feasible:
+        return
+    st_ = Refine(max_evals=120, respect_memory=True)(g, cl, state.replace(alternatives=()))
+    assert simulate(g, cl, st_.assignment).feasible
