@@ -18,6 +18,7 @@ from .ir import OpGraph
 from .machine import Schedule, simulate
 from .methods import DEFAULT_METHOD, METHODS, method_names
 from .placement import Placement
+from .progress import Progress
 from .units import format_bytes
 
 
@@ -87,8 +88,6 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
     Each probe is a full placement, so at most ``max_runs`` are made; the answer is an upper bound on the
     true minimum (None when even 64x does not fit within the budget). ``progress`` shows each probe.
     """
-    from .progress import Progress
-
     progress = progress or Progress.off()
     cap = cluster.capacity
     options = METHODS[method].probe_options(options)

@@ -35,6 +35,7 @@ from .api import partition
 from .baselines.mtopo import static_memory
 from .cluster import Cluster
 from .errors import InfeasibleError, PardnnError
+from .fileio import atomic_write, write_json
 from .ir import OpGraph, load_graph
 from .machine import simulate, single_device_peak
 from .progress import Progress
@@ -387,8 +388,6 @@ def summary_table(result: BenchResult) -> str:
 
 def write_outputs(result: BenchResult, outdir: Path) -> list[Path]:
     """CSV and JSON of every row, the scaling table, and the makespan plot (when matplotlib is there)."""
-    from .fileio import atomic_write, write_json
-
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []
     buf = io.StringIO()
@@ -460,7 +459,6 @@ def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.By
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    from .fileio import atomic_write
     return atomic_write(path, buf.getvalue())
 
 

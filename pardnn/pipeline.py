@@ -31,6 +31,7 @@ from .cluster import Cluster
 from .errors import InfeasibleError, OutOfMemory, PardnnError, PassError
 from .ir import OpGraph
 from .machine import rule_violations
+from .passes import PASSES, make_pass, pass_class
 from .progress import Progress
 
 log = logging.getLogger("pardnn.pipeline")
@@ -126,8 +127,6 @@ class Pipeline:
 
     def __str__(self) -> str:
         """The pipeline as a spec string (options that differ from the registry entry's)."""
-        from .passes import PASSES, make_pass
-
         parts = []
         for i, p in enumerate(self.passes):
             label = self.label(i)
@@ -240,8 +239,6 @@ def parse_pipeline(spec: str) -> Pipeline:
 
     Raises ValueError naming the unknown pass or option (and what is known).
     """
-    from .passes import PASSES, make_pass, pass_class
-
     passes, labels = [], []
     for raw in _split_top(spec):
         item = raw.strip()

@@ -36,6 +36,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..analysis import layer_anchors
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
@@ -241,7 +242,6 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     share of what is left and gallops, then bisects to ``rel_tol`` of the units left, so each cut costs
     a handful of simulations rather than log V.
     """
-    from ..analysis import layer_anchors
 
     order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
     units_in_order = g.unit[order]
