@@ -166,7 +166,10 @@ def synthetic_name(n: int) -> str:
 
 
 def synthetic_graph(n: int):
-    from frontends.synthetic_wide import wide_training_graph
+    try:
+        from frontends.synthetic_wide import wide_training_graph
+    except ImportError:  # if the frontends move under pardnn (pardnn.frontends)
+        from pardnn.frontends.synthetic_wide import wide_training_graph  # type: ignore
     return wide_training_graph(n, seed=SYNTHETIC_SEED, name=synthetic_name(n))
 
 
