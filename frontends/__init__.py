@@ -9,8 +9,9 @@
 * `pardnn.frontends.tensorflow`: SavedModel, GraphDef, Keras train steps
   (``tf`` extra);
 * `pardnn.frontends.onnx`: ONNX models (``onnx`` extra);
-* `pardnn.frontends.synthetic`: generated Transformer training steps of any
-  size, for benchmarks and scaling tests;
+* `pardnn.frontends.synthetic`, `pardnn.frontends.synthetic_wide`: generated
+  training steps of any size (Transformer stacks; wide multi-tower graphs),
+  for benchmarks, scaling tests and the held-out set;
 * `pardnn.frontends.roofline`, `pardnn.frontends.common`: the cost model
   and the profile averaging the importers share.
 

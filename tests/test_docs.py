@@ -104,7 +104,7 @@ def test_keras_walkthrough(in_scratch):
     """The walkthrough's blocks, in order, as one script in a fresh interpreter (Keras names are process-global)."""
     pytest.importorskip("tensorflow")
     pytest.importorskip("matplotlib")
-    from .test_report import Page, assert_self_contained
+    from .report.test_report import Page, assert_self_contained
 
     script = "\n\n".join(blocks(DOCS / "keras.md", "python")) + FOOTER
     (in_scratch / "walkthrough.py").write_text(script)

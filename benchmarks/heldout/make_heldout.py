@@ -166,10 +166,7 @@ def synthetic_name(n: int) -> str:
 
 
 def synthetic_graph(n: int):
-    try:
-        from frontends.synthetic_wide import wide_training_graph
-    except ImportError:  # if the frontends move under pardnn (pardnn.frontends)
-        from pardnn.frontends.synthetic_wide import wide_training_graph  # type: ignore
+    from pardnn.frontends.synthetic_wide import wide_training_graph
     return wide_training_graph(n, seed=SYNTHETIC_SEED, name=synthetic_name(n))
 
 
@@ -180,8 +177,8 @@ def synthetic_graph(n: int):
 def build_real(name: str, builder, steps: int) -> Path:
     import keras
 
-    from frontends.tensorflow import import_keras
-    from pardnn.inputs import FrontendOptions
+    from pardnn.frontends import FrontendOptions
+    from pardnn.frontends.tensorflow import import_keras
     from pardnn.ir import save_graph
     from pardnn.machine import single_device_peak
 
