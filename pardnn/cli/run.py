@@ -12,6 +12,7 @@ The backends are imported when a command runs: they need the ``onnx`` or
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -271,6 +272,8 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
     check_writable(output, directory_ok=True)
     if tasks and cluster_spec:
         raise click.UsageError("--tasks and --cluster-spec cannot be combined")
+    if importlib.util.find_spec("tensorflow") is None:
+        raise MissingDependencyError(f"{model}: pardnn rewrite needs the 'tf' extra (pip install 'pardnn[tf]')")
     from ..backend.tf_backend import rewrite
 
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
