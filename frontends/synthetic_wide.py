@@ -42,10 +42,7 @@ import numpy as np
 
 from pardnn.ir import GraphBuilder, OpGraph
 
-_FLOP_PER_US = 60e6        # 60 TFLOP/s sustained on large matrix products
-_BYTES_PER_US = 1.5e6      # 1.5 TB/s device memory bandwidth
-_LAUNCH_US = 4.0
-_F32 = 4
+from .synthetic import _BYTES_PER_US, _F32, _FLOP_PER_US, _LAUNCH_US   # one device cost model for both families
 
 __all__ = ["wide_training_graph", "WideConfig", "wide_config"]
 

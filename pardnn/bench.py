@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import logging
 import math
 import time
@@ -37,7 +36,7 @@ from .cluster import Cluster
 from .errors import InfeasibleError, PardnnError
 from .fileio import atomic_write, write_json
 from .ir import OpGraph, load_graph
-from .machine import simulate, single_device_peak
+from .machine import single_device_peak
 from .progress import Progress
 
 log = logging.getLogger("pardnn.bench")

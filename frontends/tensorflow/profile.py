@@ -69,9 +69,9 @@ class Profile:
     step_ms: Sequence[float] = field(default_factory=tuple)
 
 
-def session_config() -> "config_pb2.ConfigProto":
-    """A session that runs the GraphDef as written: no grappler, no constant folding, one inter-op thread."""
-    config = config_pb2.ConfigProto(inter_op_parallelism_threads=1, allow_soft_placement=True)
+def as_written(config: "config_pb2.ConfigProto") -> "config_pb2.ConfigProto":
+    """``config`` with every graph rewrite off (grappler, constant folding, CSE, inlining): the GraphDef runs
+    node for node as written. Returns ``config``."""
     config.graph_options.rewrite_options.disable_meta_optimizer = True
     opts = config.graph_options.optimizer_options
     opts.opt_level = config_pb2.OptimizerOptions.L0
@@ -79,6 +79,11 @@ def session_config() -> "config_pb2.ConfigProto":
     opts.do_common_subexpression_elimination = False
     opts.do_function_inlining = False
     return config
+
+
+def session_config() -> "config_pb2.ConfigProto":
+    """A session that runs the GraphDef as written: no grappler, no constant folding, one inter-op thread."""
+    return as_written(config_pb2.ConfigProto(inter_op_parallelism_threads=1, allow_soft_placement=True))
 
 
 def _draw(rng: np.random.Generator, dtype, shape: Sequence[int]) -> np.ndarray:

@@ -52,7 +52,7 @@ from ..frontends.tensorflow._tf import config_pb2, tf
 from ..frontends.tensorflow.build import TFImport
 from ..frontends.tensorflow.colocation import VARIABLE_OPS
 from ..frontends.tensorflow.model import TFModel, split_tensor_name
-from ..frontends.tensorflow.profile import _concrete, _draw, feed_values
+from ..frontends.tensorflow.profile import as_written, _concrete, _draw, feed_values
 from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
 from ..machine import simulate
@@ -101,15 +101,9 @@ def local_target(placement: Placement, kind: str = "auto") -> LocalTarget:
 def session_config(*, cpus: int | None = None, soft_placement: bool = False, timeout_s: float | None = None,
                    isolate: bool = False) -> "config_pb2.ConfigProto":
     """A session that runs the GraphDef exactly as placed (see the module docstring)."""
-    config = config_pb2.ConfigProto(allow_soft_placement=soft_placement)
+    config = as_written(config_pb2.ConfigProto(allow_soft_placement=soft_placement))
     if cpus:
         config.device_count["CPU"] = int(cpus)
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    opts = config.graph_options.optimizer_options
-    opts.opt_level = config_pb2.OptimizerOptions.L0
-    opts.do_constant_folding = False
-    opts.do_common_subexpression_elimination = False
-    opts.do_function_inlining = False
     config.gpu_options.allow_growth = True
     if timeout_s:
         config.operation_timeout_in_ms = int(timeout_s * 1000)

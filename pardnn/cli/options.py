@@ -156,6 +156,21 @@ def read_input(path: str, fmt: str | None = None, options: FrontendOptions | Non
 # the HTML report (pardnn report, and --report of partition and bench)
 # ---------------------------------------------------------------------------
 
+def placement_cluster(placement_path: str, pl, cluster_path, devices, memory, speed, bandwidth, latency,
+                      device_prefix) -> tuple[Cluster, bool]:
+    """The cluster from the flags, with as many devices as the placement by default; and whether the placement
+    file is the ``.place`` text form (which may name fewer devices than the cluster has)."""
+    from ..errors import InputError
+
+    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
+                            default_devices=pl.num_devices)
+    text_form = Path(placement_path).name.endswith((".place", ".place.gz"))
+    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
+        raise InputError(f"{placement_path}: the placement is for {pl.num_devices} devices but the cluster has "
+                         f"{cluster.num_devices}")
+    return cluster, text_form
+
+
 def check_report_path(path: str | None, *inputs: str | None) -> None:
     """Fail early: the report needs matplotlib, and must not overwrite an input."""
     if not path:

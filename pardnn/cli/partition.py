@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import click
 import numpy as np
 
 from ..api import DEFAULT_METHOD, methods, partition as run_partition
 from ..cluster import Cluster
-from ..errors import InfeasibleError, InputError
+from ..errors import InfeasibleError
 from ..fileio import check_writable, output_transaction, refuse_overwrite
 from ..machine import simulate as run_sim
 from ..placement import load_placement, save_placement
 from ..units import format_bytes, format_time
 from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
-                      frontend_options, make_frontend_options, read_input, write_placement_report)
+                      frontend_options, make_frontend_options, placement_cluster, read_input,
+                      write_placement_report)
 
 
 def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None) -> str:
@@ -193,12 +193,8 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
     with progress.stage(f"reading {graph}"):
         g = read_input(graph)
     pl = load_placement(placement, g)
-    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
-                            default_devices=pl.num_devices)
-    text_form = Path(placement).name.endswith((".place", ".place.gz"))
-    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
-        raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
-                         f"{cluster.num_devices}")
+    cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
+                                           device_prefix)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = run_sim(g, cluster, pl)
     if as_json:

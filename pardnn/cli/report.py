@@ -7,15 +7,13 @@ which the ``--report`` of partition and bench use too).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
-from ..errors import InputError
 from ..machine import simulate
 from ..placement import load_placement
-from .options import (build_cluster, check_report_path, cluster_options, frontend_options, make_frontend_options,
-                      read_input, write_placement_report)
+from .options import (check_report_path, cluster_options, frontend_options, make_frontend_options,
+                      placement_cluster, read_input, write_placement_report)
 
 
 @click.command(name="report")
@@ -58,12 +56,8 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
         g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
     measured = load_measured(measured_path) if measured_path else None
-    cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
-                            default_devices=pl.num_devices)
-    text_form = Path(placement).name.endswith((".place", ".place.gz"))
-    if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
-        raise InputError(f"{placement}: the placement is for {pl.num_devices} devices but the cluster has "
-                         f"{cluster.num_devices}")
+    cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
+                                           device_prefix)
     if all(x is None for x in (cluster_path, devices, speed)) and not text_form:
         cluster = cluster.renamed(pl.devices)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):

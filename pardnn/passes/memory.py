@@ -180,7 +180,6 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
 def residual_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
                    *, margin: float = 0.25) -> list[tuple[int, int]]:
     """Heuristic II: move long-lived bytes in bulk: persistent and long-lifetime tensors first."""
-    K = cluster.num_devices
     dev = s.device
     over = s.overflow()
     room = cluster.capacity - s.peak_bytes
