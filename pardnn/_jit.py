@@ -29,3 +29,18 @@ def njit(fn=None, **kwargs):
         return _numba.njit(cache=True, **kwargs)(f)
 
     return wrap(fn) if fn is not None else wrap
+
+
+# numba's (private) option to compile a function without the runtime's reference counting
+try:
+    _NO_REFCOUNT = {"_nrt": False} if hasattr(_numba.core.cpu.CPUTargetOptions, "_nrt") else {}
+except AttributeError:  # pragma: no cover - without numba, or with one laid out otherwise
+    _NO_REFCOUNT = {}
+
+
+def leaf(fn):
+    """`njit` for a small helper that a hot loop calls for every element: it takes arrays but
+    allocates, keeps and returns none, so it is compiled without reference counting. A call then
+    costs no atomic count updates (two per array argument otherwise: 5-15% of the simulator's loop).
+    """
+    return njit(fn, **_NO_REFCOUNT)

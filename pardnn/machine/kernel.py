@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import njit
+from .._jit import leaf, njit
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,12 +72,6 @@ def static_arrays(g) -> StaticArrays:
         d_bytes=g.edge_bytes[order].astype(np.int64), iptr=iptr, i_edge=iorder.astype(np.int64),
         cptr=cptr, c_dst=g.edge_dst[corder].astype(np.int64),
         indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64))
-
-
-# The small helpers the event loop calls for every input, tensor or transfer take arrays and allocate
-# none: they are compiled without the runtime's reference counting (numba's `_nrt` option), which
-# would otherwise cost two atomic updates per array argument per call (5-15% of the loop's time).
-_leaf = njit(_nrt=False)
 
 
 @njit
@@ -149,7 +143,7 @@ def _worklist(n):
     return np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int64)
 
 
-@_leaf
+@leaf
 def _enlist(flag, items, n, x):
     """Append ``x`` to the worklist ``items[:n]`` unless ``flag[x]`` says it is there; return the new length."""
     if not flag[x]:
@@ -159,7 +153,7 @@ def _enlist(flag, items, n, x):
     return n
 
 
-@_leaf
+@leaf
 def _free(dev_d, nbytes, alloc_t, now, f_old, f_new, touched, tlist, tn):
     if nbytes <= 0:
         return tn
@@ -170,7 +164,7 @@ def _free(dev_d, nbytes, alloc_t, now, f_old, f_new, touched, tlist, tn):
     return _enlist(touched, tlist, tn, dev_d)
 
 
-@_leaf
+@leaf
 def _alloc(dev_d, nbytes, alloc, touched, tlist, tn):
     if nbytes <= 0:
         return tn
@@ -178,7 +172,7 @@ def _alloc(dev_d, nbytes, alloc, touched, tlist, tn):
     return _enlist(touched, tlist, tn, dev_d)
 
 
-@_leaf
+@leaf
 def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn):
     """One input of op ``u`` (on device ``du``) is there; the last makes it ready. Returns the new ``dn``."""
     pending[u] -= 1
