@@ -12,21 +12,13 @@ Run: python benchmarks/baseline_speed.py [--sizes 10000,50000,200000] [--devices
 from __future__ import annotations
 
 import argparse
-import time
 
 from pardnn.baselines import PLACERS
 from pardnn.cluster import Cluster
 from pardnn.frontends.synthetic import transformer_training_graph
 from pardnn.machine import single_device_peak
 
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best_of
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ Run: python benchmarks/simulator_scaling.py [--sizes 10000,50000,200000] [--devi
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
@@ -16,14 +15,7 @@ from pardnn.cluster import Cluster
 from pardnn.frontends.synthetic import transformer_training_graph
 from pardnn.machine import simulate
 
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _timing import best_of
 
 
 def main() -> None:

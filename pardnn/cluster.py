@@ -114,31 +114,28 @@ class Cluster:
     def speed(self) -> np.ndarray:
         return np.array([d.speed for d in self.devices], dtype=np.float64)
 
-    @cached_property
-    def latency(self) -> np.ndarray:
-        """K x K latency matrix in microseconds (diagonal 0)."""
+    def _link_matrix(self, field: str, diagonal: float) -> np.ndarray:
+        """K x K matrix of a link property (``field`` of `Link`): the link's own where `links` has one,
+        the cluster's default (its own ``field``) elsewhere, ``diagonal`` on the diagonal."""
         K = self.num_devices
-        lat = np.full((K, K), float(self.latency_us))
+        m = np.full((K, K), float(getattr(self, field)))
         if self.links is not None:
             for a in range(K):
                 for c in range(K):
                     if self.links[a][c] is not None:
-                        lat[a, c] = self.links[a][c].latency_us
-        np.fill_diagonal(lat, 0.0)
-        return lat
+                        m[a, c] = getattr(self.links[a][c], field)
+        np.fill_diagonal(m, diagonal)
+        return m
+
+    @cached_property
+    def latency(self) -> np.ndarray:
+        """K x K latency matrix in microseconds (diagonal 0)."""
+        return self._link_matrix("latency_us", 0.0)
 
     @cached_property
     def bandwidth(self) -> np.ndarray:
         """K x K bandwidth matrix in bytes per microsecond (diagonal inf)."""
-        K = self.num_devices
-        bw = np.full((K, K), float(self.bandwidth_bytes_per_us))
-        if self.links is not None:
-            for a in range(K):
-                for c in range(K):
-                    if self.links[a][c] is not None:
-                        bw[a, c] = self.links[a][c].bandwidth_bytes_per_us
-        np.fill_diagonal(bw, np.inf)
-        return bw
+        return self._link_matrix("bandwidth_bytes_per_us", np.inf)
 
     def transfer_time_us(self, a: int, c: int, nbytes: float) -> float:
         """Time to send ``nbytes`` from device ``a`` to ``c`` (0 on the same device)."""

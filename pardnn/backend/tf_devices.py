@@ -120,6 +120,14 @@ def _kind(target: LocalTarget | ClusterTarget) -> str:
     return target.kind.upper()
 
 
+def _distinct(devices: list[str], verb: str) -> tuple[str, ...]:
+    """``devices`` as a tuple, once no two placement devices ``verb`` the same one."""
+    if len(set(devices)) != len(devices):
+        dup = next(x for x in devices if devices.count(x) > 1)
+        raise PlacementError(f"two placement devices {verb} the same device {dup}")
+    return tuple(devices)
+
+
 def _local(names: Sequence[str], target: LocalTarget) -> tuple[str, ...]:
     kind = _kind(target)
     out = []
@@ -130,10 +138,7 @@ def _local(names: Sequence[str], target: LocalTarget) -> tuple[str, ...]:
             raise PlacementError(f"placement device {d} ({name}) needs GPU {index}, but this host has "
                                  f"{target.available} GPU(s)")
         out.append(f"/device:{kind}:{index}")
-    if len(set(out)) != len(out):
-        dup = next(x for x in out if out.count(x) > 1)
-        raise PlacementError(f"two placement devices map to the same device {dup}")
-    return tuple(out)
+    return _distinct(out, "map to")
 
 
 def _cluster(names: Sequence[str], target: ClusterTarget) -> tuple[str, ...]:
@@ -160,10 +165,7 @@ def _cluster(names: Sequence[str], target: ClusterTarget) -> tuple[str, ...]:
             raise PlacementError(f"placement device {d} ({name}) needs {dev_kind}:{index} on task {task} "
                                  f"({target.tasks[task]}), which has {target.available[task]} {dev_kind} device(s)")
         out.append(f"/job:{target.job}/replica:0/task:{task}/device:{dev_kind}:{index}")
-    if len(set(out)) != len(out):
-        dup = next(x for x in out if out.count(x) > 1)
-        raise PlacementError(f"two placement devices map to the same device {dup}")
-    return tuple(out)
+    return _distinct(out, "map to")
 
 
 def _as_named(names: Sequence[str]) -> tuple[str, ...]:
@@ -173,10 +175,7 @@ def _as_named(names: Sequence[str]) -> tuple[str, ...]:
         if p.kind is None:
             raise PlacementError(f"placement device {name!r} names no device type (expected e.g. /device:GPU:0)")
         out.append(p.full() if p.job or p.task is not None else f"/device:{p.kind}:{p.index or 0}")
-    if len(set(out)) != len(out):
-        dup = next(x for x in out if out.count(x) > 1)
-        raise PlacementError(f"two placement devices name the same device {dup}")
-    return tuple(out)
+    return _distinct(out, "name")
 
 
 def map_devices(names: Sequence[str], target: LocalTarget | ClusterTarget | None) -> tuple[str, ...]:

@@ -158,20 +158,24 @@ class _Engine:
             o = only[v]
             if o < 0 or o == d:
                 push(now, (negp, v))
-        while now:
-            negp, v = now[0]
+        top = self.runnable_top(now, d)     # (-prio, op): ready now, starts when d is free
+        if top is not None:
+            return (a, top[0], top[1])
+        return self.runnable_top(pend, d)   # (data ready, -prio, op)
+
+    def runnable_top(self, heap: list[tuple], d: int) -> tuple | None:
+        """The top of one of ``d``'s heaps (entries end with the op) once its op may run on ``d``:
+        tops that may not are dropped (and blocked there when memory is what they lack). None when
+        the heap runs out.
+        """
+        only = self.only
+        while heap:
+            top = heap[0]
+            v = top[-1]
             o = only[v]
             if o == d or o < 0 and self.fits(v, d):
-                return (a, negp, v)
-            pop(now)
-            if o < 0:
-                self.block(v, d)
-        while pend:
-            dr, negp, v = pend[0]
-            o = only[v]
-            if o == d or o < 0 and self.fits(v, d):
-                return (dr, negp, v)
-            pop(pend)
+                return top
+            heapq.heappop(heap)
             if o < 0:
                 self.block(v, d)
         return None

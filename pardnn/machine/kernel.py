@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import njit
+from .._jit import leaf, njit
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,12 +75,26 @@ def static_arrays(g) -> StaticArrays:
 
 
 @njit
-def _less3(t1, k1, i1, t2, k2, i2):
-    if t1 != t2:
-        return t1 < t2
-    if k1 != k2:
-        return k1 < k2
-    return i1 < i2
+def _h3_new(cap):
+    """Arrays for heaps of (t, k, i) entries, ``cap`` entries in all."""
+    return np.zeros(cap), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+
+
+@njit
+def _h3_less(ht, hk, hi, a, b):
+    """Whether heap entry ``a`` comes before entry ``b``: (t, k, i) in lexicographic order."""
+    if ht[a] != ht[b]:
+        return ht[a] < ht[b]
+    if hk[a] != hk[b]:
+        return hk[a] < hk[b]
+    return hi[a] < hi[b]
+
+
+@njit
+def _h3_swap(ht, hk, hi, a, b):
+    ht[a], ht[b] = ht[b], ht[a]
+    hk[a], hk[b] = hk[b], hk[a]
+    hi[a], hi[b] = hi[b], hi[a]
 
 
 @njit
@@ -92,12 +106,8 @@ def _h3_push(ht, hk, hi, base, n, t, k, i):
     hi[base + j] = i
     while j > 0:
         p = (j - 1) >> 1
-        a = base + j
-        b = base + p
-        if _less3(ht[a], hk[a], hi[a], ht[b], hk[b], hi[b]):
-            ht[a], ht[b] = ht[b], ht[a]
-            hk[a], hk[b] = hk[b], hk[a]
-            hi[a], hi[b] = hi[b], hi[a]
+        if _h3_less(ht, hk, hi, base + j, base + p):
+            _h3_swap(ht, hk, hi, base + j, base + p)
             j = p
         else:
             break
@@ -117,16 +127,10 @@ def _h3_pop(ht, hk, hi, base, n):
         if a >= n:
             break
         c = a
-        x = base + a + 1
-        y = base + a
-        if a + 1 < n and _less3(ht[x], hk[x], hi[x], ht[y], hk[y], hi[y]):
+        if a + 1 < n and _h3_less(ht, hk, hi, base + a + 1, base + a):
             c = a + 1
-        x = base + c
-        y = base + j
-        if _less3(ht[x], hk[x], hi[x], ht[y], hk[y], hi[y]):
-            ht[x], ht[y] = ht[y], ht[x]
-            hk[x], hk[y] = hk[y], hk[x]
-            hi[x], hi[y] = hi[y], hi[x]
+        if _h3_less(ht, hk, hi, base + c, base + j):
+            _h3_swap(ht, hk, hi, base + c, base + j)
             j = c
         else:
             break
@@ -134,6 +138,22 @@ def _h3_pop(ht, hk, hi, base, n):
 
 
 @njit
+def _worklist(n):
+    """An empty worklist of items 0..n-1 for `_enlist`: (flag per item, items); its length is kept by the caller."""
+    return np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int64)
+
+
+@leaf
+def _enlist(flag, items, n, x):
+    """Append ``x`` to the worklist ``items[:n]`` unless ``flag[x]`` says it is there; return the new length."""
+    if not flag[x]:
+        flag[x] = True
+        items[n] = x
+        n += 1
+    return n
+
+
+@leaf
 def _free(dev_d, nbytes, alloc_t, now, f_old, f_new, touched, tlist, tn):
     if nbytes <= 0:
         return tn
@@ -141,23 +161,26 @@ def _free(dev_d, nbytes, alloc_t, now, f_old, f_new, touched, tlist, tn):
         f_old[dev_d] += nbytes
     else:
         f_new[dev_d] += nbytes
-    if not touched[dev_d]:
-        touched[dev_d] = True
-        tlist[tn] = dev_d
-        tn += 1
-    return tn
+    return _enlist(touched, tlist, tn, dev_d)
 
 
-@njit
+@leaf
 def _alloc(dev_d, nbytes, alloc, touched, tlist, tn):
     if nbytes <= 0:
         return tn
     alloc[dev_d] += nbytes
-    if not touched[dev_d]:
-        touched[dev_d] = True
-        tlist[tn] = dev_d
-        tn += 1
-    return tn
+    return _enlist(touched, tlist, tn, dev_d)
+
+
+@leaf
+def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn):
+    """One input of op ``u`` (on device ``du``) is there; the last makes it ready. Returns the new ``dn``."""
+    pending[u] -= 1
+    if pending[u] != 0:
+        return dn
+    ready[u] = now
+    rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
+    return _enlist(dflag, dlist, dn, du)
 
 
 @njit
@@ -178,9 +201,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
         roff[dev[v] + 1] += 1
     for d in range(K):
         roff[d + 1] += roff[d]
-    rq_t = np.zeros(max(V, 1))
-    rq_k = np.zeros(max(V, 1), dtype=np.int64)
-    rq_i = np.zeros(max(V, 1), dtype=np.int64)
+    rq_t, rq_k, rq_i = _h3_new(max(V, 1))
     rq_n = np.zeros(K, dtype=np.int64)
     # transfers: at most one per (port, device) with a cross edge: bounded by the data edges
     TMAX = max(ED, 1)
@@ -207,22 +228,15 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     tmark[:] = -1
     lbase = lcount[:L].copy()
     lq_n = np.zeros(L, dtype=np.int64)
-    pool_t = np.zeros(max(lcount[L], 1))
-    pool_k = np.zeros(max(lcount[L], 1), dtype=np.int64)
-    pool_i = np.zeros(max(lcount[L], 1), dtype=np.int64)
+    pool_t, pool_k, pool_i = _h3_new(max(lcount[L], 1))
     # events
-    ecap = V + TMAX + c_dst.shape[0] + 1
-    et = np.zeros(ecap)
-    ek = np.zeros(ecap, dtype=np.int64)
-    ei = np.zeros(ecap, dtype=np.int64)
+    et, ek, ei = _h3_new(V + TMAX + c_dst.shape[0] + 1)
     en = 0
     busy = np.zeros(K, dtype=np.bool_)
     lbusy = np.zeros(L, dtype=np.bool_)
-    dflag = np.zeros(K, dtype=np.bool_)
-    dlist = np.zeros(K, dtype=np.int64)
+    dflag, dlist = _worklist(K)     # devices to look at for starts
     dn = 0
-    lflag = np.zeros(L, dtype=np.bool_)
-    llist = np.zeros(L, dtype=np.int64)
+    lflag, llist = _worklist(L)     # links to look at for starts
     ln = 0
     # memory
     port_rem = np.zeros(max(P, 1), dtype=np.int64)
@@ -230,8 +244,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     f_old = np.zeros(K, dtype=np.int64)
     f_new = np.zeros(K, dtype=np.int64)
     alloc = np.zeros(K, dtype=np.int64)
-    touched = np.zeros(K, dtype=np.bool_)
-    tlist = np.zeros(K, dtype=np.int64)
+    touched, tlist = _worklist(K)   # devices whose memory changed this instant
     tn = 0
     peak = np.zeros(K, dtype=np.int64)
     peak_t = np.zeros(K)
@@ -241,9 +254,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             d = dev[v]
             rq_n[d] = _h3_push(rq_t, rq_k, rq_i, roff[d], rq_n[d], 0.0, v, v)
     for d in range(K):
-        dflag[d] = True
-        dlist[dn] = d
-        dn += 1
+        dn = _enlist(dflag, dlist, dn, d)
     now = 0.0
     while True:
         # starts: idle devices take their earliest-ready op, idle links their first transfer
@@ -304,10 +315,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             if kind == 0:
                 dx = dev[x]
                 busy[dx] = False
-                if not dflag[dx]:
-                    dflag[dx] = True
-                    dlist[dn] = dx
-                    dn += 1
+                dn = _enlist(dflag, dlist, dn, dx)
                 if want_mem:
                     tn = _free(dx, temp[x], start[x], now, f_old, f_new, touched, tlist, tn)
                     # as a consumer: release the tensors it read
@@ -332,14 +340,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                         du = dev[u]
                         if du == dx:
                             nlocal += 1
-                            pending[u] -= 1
-                            if pending[u] == 0:
-                                ready[u] = now
-                                rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
-                                if not dflag[du]:
-                                    dflag[du] = True
-                                    dlist[dn] = du
-                                    dn += 1
+                            dn = _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
                         else:
                             if tmark[du] != p:
                                 tmark[du] = p
@@ -362,10 +363,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                             tmark[d] = -1
                             link = dx * K + d
                             lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now, p * K + d, t)
-                            if not lflag[link]:
-                                lflag[link] = True
-                                llist[ln] = link
-                                ln += 1
+                            ln = _enlist(lflag, llist, ln, link)
                     port_rem[p] = nlocal + ntr
                     if want_mem and port_rem[p] == 0:
                         tn = _free(dx, port_bytes[p], start[x], now, f_old, f_new, touched, tlist, tn)
@@ -373,14 +371,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     u = c_dst[i]
                     du = dev[u]
                     if du == dx:
-                        pending[u] -= 1
-                        if pending[u] == 0:
-                            ready[u] = now
-                            rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
-                            if not dflag[du]:
-                                dflag[du] = True
-                                dlist[dn] = du
-                                dn += 1
+                        dn = _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
                     else:
                         en = _h3_push(et, ek, ei, 0, en, now + lat[dx, du], 2, u)
             elif kind == 1:
@@ -390,34 +381,16 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 pdev = dev[port_owner[p]]
                 link = pdev * K + c
                 lbusy[link] = False
-                if not lflag[link]:
-                    lflag[link] = True
-                    llist[ln] = link
-                    ln += 1
+                ln = _enlist(lflag, llist, ln, link)
                 port_rem[p] -= 1
                 if want_mem and port_rem[p] == 0:
                     tn = _free(pdev, port_bytes[p], start[port_owner[p]], now, f_old, f_new, touched, tlist, tn)
                 for e in range(pptr[p], pptr[p + 1]):
                     u = d_dst[e]
                     if dev[u] == c:
-                        pending[u] -= 1
-                        if pending[u] == 0:
-                            ready[u] = now
-                            rq_n[c] = _h3_push(rq_t, rq_k, rq_i, roff[c], rq_n[c], now, u, u)
-                            if not dflag[c]:
-                                dflag[c] = True
-                                dlist[dn] = c
-                                dn += 1
+                        dn = _input_done(u, c, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
             else:
-                pending[x] -= 1
-                if pending[x] == 0:
-                    du = dev[x]
-                    ready[x] = now
-                    rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, x, x)
-                    if not dflag[du]:
-                        dflag[du] = True
-                        dlist[dn] = du
-                        dn += 1
+                dn = _input_done(x, dev[x], now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
     return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
             tr_start[:nt].copy(), tr_finish[:nt].copy(), peak, peak_t)
 

@@ -4,7 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit
+from .._jit import leaf, njit
+
+
+@leaf
+def _heaviest_free_successor(v, optr, odst, oc, bl, free, floor):
+    """The free successor ``u`` of ``v`` with the largest ``oc + bl[u]`` above ``floor`` (the first on
+    ties), and that value: ``(value, u)``, or ``(floor, -1)`` when there is none.
+    """
+    best = floor
+    nxt = -1
+    for j in range(optr[v], optr[v + 1]):
+        u = odst[j]
+        if free[u]:
+            x = oc[j] + bl[u]
+            if x > best:
+                best = x
+                nxt = u
+    return best, nxt
 
 
 @njit
@@ -16,13 +33,7 @@ def bottom_levels_masked(topo, optr, odst, oc, w, free):
         v = topo[i]
         if not free[v]:
             continue
-        best = 0.0
-        for j in range(optr[v], optr[v + 1]):
-            u = odst[j]
-            if free[u]:
-                x = oc[j] + bl[u]
-                if x > best:
-                    best = x
+        best, _ = _heaviest_free_successor(v, optr, odst, oc, bl, free, 0.0)
         bl[v] = best + w[v]
     return bl
 
@@ -36,15 +47,7 @@ def walk_path(start, optr, odst, oc, bl, free, cluster, cid):
         free[v] = False
         cluster[v] = cid
         n += 1
-        best = -1.0
-        nxt = -1
-        for j in range(optr[v], optr[v + 1]):
-            u = odst[j]
-            if free[u]:
-                x = oc[j] + bl[u]
-                if x > best:
-                    best = x
-                    nxt = u
+        _, nxt = _heaviest_free_successor(v, optr, odst, oc, bl, free, -1.0)
         if nxt < 0:
             return n
         v = nxt
@@ -115,6 +118,56 @@ def _fen_prefix(tree, d, i):
 
 
 @njit
+def _group_spans(group, num_groups, L, w, lo, hi):
+    """Per group: the total ``w`` of its items, the least ``lo`` and the greatest ``hi`` (``L`` and 0
+    for a group with no items). Item ``i`` is in group ``group[i]``.
+    """
+    work = np.zeros(num_groups)
+    gmin = np.full(num_groups, L, dtype=np.int64)
+    gmax = np.zeros(num_groups, dtype=np.int64)
+    for i in range(group.shape[0]):
+        c = group[i]
+        work[c] += w[i]
+        if lo[i] < gmin[c]:
+            gmin[c] = lo[i]
+        if hi[i] > gmax[c]:
+            gmax[c] = hi[i]
+    return work, gmin, gmax
+
+
+@njit
+def _csr(key, n):
+    """Items ``0..len(key)-1`` grouped by key, each group in item order: ``items[ptr[k]:ptr[k + 1]]``
+    are the items with key ``k`` (``0 <= k < n``). Returns ``(ptr, items)``.
+    """
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        ptr[key[i] + 1] += 1
+    for k in range(n):
+        ptr[k + 1] += ptr[k]
+    fill = ptr[:-1].copy()
+    items = np.empty(key.shape[0], dtype=np.int64)
+    for i in range(key.shape[0]):
+        items[fill[key[i]]] = i
+        fill[key[i]] += 1
+    return ptr, items
+
+
+@leaf
+def _add_placed_comm(v, ptr, eids, other, dev, ec, comm, total):
+    """Add the communication of ``v``'s edges ``eids[ptr[v]:ptr[v + 1]]`` whose other end (``other[e]``)
+    is placed to ``comm``, by that end's device, and to ``total``; return the new total.
+    """
+    for j in range(ptr[v], ptr[v + 1]):
+        e = eids[j]
+        u = other[e]
+        if dev[u] >= 0:
+            comm[dev[u]] += ec[e]
+            total += ec[e]
+    return total
+
+
+@njit
 def _find(parent, x):
     while parent[x] != x:
         parent[x] = parent[parent[x]]
@@ -138,16 +191,7 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
     for v in range(V):
         if level[v] + 1 > L:
             L = level[v] + 1
-    work = np.zeros(C)
-    lmin = np.full(C, L, dtype=np.int64)
-    lmax = np.zeros(C, dtype=np.int64)
-    for v in range(V):
-        c = cluster[v]
-        work[c] += w[v]
-        if level[v] < lmin[c]:
-            lmin[c] = level[v]
-        if level[v] > lmax[c]:
-            lmax[c] = level[v]
+    work, lmin, lmax = _group_spans(cluster, C, L, w, level, level)
     # --- initial merging: a secondary cluster whose communication with one neighbour cluster
     # outweighs its own work gains nothing from running in parallel: merge it there.
     parent = np.arange(C)
@@ -205,16 +249,7 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
     for c in range(C):
         root[c] = _find(parent, c)
     # merged cluster statistics
-    rwork = np.zeros(C)
-    rlmin = np.full(C, L, dtype=np.int64)
-    rlmax = np.zeros(C, dtype=np.int64)
-    for c in range(C):
-        r = root[c]
-        rwork[r] += work[c]
-        if lmin[c] < rlmin[r]:
-            rlmin[r] = lmin[c]
-        if lmax[c] > rlmax[r]:
-            rlmax[r] = lmax[c]
+    rwork, rlmin, rlmax = _group_spans(root, C, L, work, lmin, lmax)
     # --- load balancing over levels
     tree = np.zeros((K, L + 1))
     dev = np.full(V, -1, dtype=np.int64)
@@ -222,40 +257,15 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
     for p in range(num_primary):
         cdev[p] = prim_dev[p]
     # members of each root cluster (CSR)
-    rcount = np.zeros(C + 1, dtype=np.int64)
-    for v in range(V):
-        rcount[root[cluster[v]] + 1] += 1
-    for c in range(C):
-        rcount[c + 1] += rcount[c]
-    fill = rcount[:-1].copy()
-    members = np.empty(V, dtype=np.int64)
-    for v in range(V):
-        r = root[cluster[v]]
-        members[fill[r]] = v
-        fill[r] += 1
+    rcount, members = _csr(root[cluster], C)
     for v in range(V):
         r = root[cluster[v]]
         if r < num_primary:
             dev[v] = prim_dev[r]
             _fen_add(tree, prim_dev[r], L, level[v], w[v])
-    # in-CSR and out-CSR by node for communication estimates
-    optr = np.zeros(V + 1, dtype=np.int64)
-    iptr = np.zeros(V + 1, dtype=np.int64)
-    for e in range(E):
-        optr[esrc[e] + 1] += 1
-        iptr[edst[e] + 1] += 1
-    for v in range(V):
-        optr[v + 1] += optr[v]
-        iptr[v + 1] += iptr[v]
-    oe = np.empty(E, dtype=np.int64)
-    ie = np.empty(E, dtype=np.int64)
-    of = optr[:-1].copy()
-    inf_ = iptr[:-1].copy()
-    for e in range(E):
-        oe[of[esrc[e]]] = e
-        of[esrc[e]] += 1
-        ie[inf_[edst[e]]] = e
-        inf_[edst[e]] += 1
+    # out-edges and in-edges of each node (CSR) for communication estimates
+    optr, oe = _csr(esrc, V)
+    iptr, ie = _csr(edst, V)
     comm = np.zeros(K)
     for r in range(num_primary, C):
         if root[r] != r:
@@ -265,18 +275,8 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
         total = 0.0
         for i in range(rcount[r], rcount[r + 1]):
             v = members[i]
-            for j in range(optr[v], optr[v + 1]):
-                e = oe[j]
-                u = edst[e]
-                if dev[u] >= 0:
-                    comm[dev[u]] += ec[e]
-                    total += ec[e]
-            for j in range(iptr[v], iptr[v + 1]):
-                e = ie[j]
-                u = esrc[e]
-                if dev[u] >= 0:
-                    comm[dev[u]] += ec[e]
-                    total += ec[e]
+            total = _add_placed_comm(v, optr, oe, edst, dev, ec, comm, total)
+            total = _add_placed_comm(v, iptr, ie, esrc, dev, ec, comm, total)
         best = -1
         best_score = 0.0
         best_comm = 0.0
