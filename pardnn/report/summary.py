@@ -57,9 +57,12 @@ class DeviceSummary:
     @property
     def use(self) -> float | None:
         """Peak over capacity, or None when the capacity is unlimited."""
-        if not math.isfinite(self.capacity_bytes) or self.capacity_bytes <= 0:
-            return None
-        return self.peak_bytes / self.capacity_bytes
+        return _ratio(self.peak_bytes, self.capacity_bytes, math.isfinite(self.capacity_bytes))
+
+
+def _ratio(num: float, den: float, defined: bool) -> float | None:
+    """``num / den``, or None when the ratio is not defined (or ``den`` is not positive)."""
+    return num / den if defined and den > 0 else None
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,7 @@ class Summary:
     @property
     def speedup(self) -> float | None:
         """One device's step time over the placed step's, or None when the graph fits no single device."""
-        if self.single_device is None or self.makespan_us <= 0:
-            return None
-        return self.serial_us / self.makespan_us
+        return _ratio(self.serial_us, self.makespan_us, self.single_device is not None)
 
 
 @dataclass(frozen=True)
