@@ -148,7 +148,7 @@ def _discard(staged: _Staged) -> None:
 
 def _failure(target: Path, exc: OSError) -> OutputError:
     reason = exc.strerror or type(exc).__name__
-    if isinstance(exc, (FileExistsError, NotADirectoryError)) or exc.errno in (17, 20):
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):    # a path component is a file
         parent = _nearest_existing(target.parent)
         if parent is not None and not parent.is_dir():
             reason = f"{parent} is not a directory"

@@ -12,8 +12,8 @@ flag). ``Progress.off()`` draws nothing; the CLI makes an enabled one unless
 * `Progress.note` changes the innermost stage's text (``profiling step 3 of 5``).
 
 Each finished stage is also logged at INFO level, so ``-v`` shows timings
-in logs and CI. `current_stage` names the innermost stage running (enabled
-or not), which is what an out-of-memory message reports.
+in logs and CI. `stages_at_memory_error` names the stages (drawn or not) a
+`MemoryError` left, which is what an out-of-memory message reports.
 """
 
 from __future__ import annotations
@@ -107,18 +107,13 @@ def _terminal_width() -> int:
 _LINE = _LiveLine()
 
 
-_FAILED_IN: list[tuple[str, ...]] = []
+_FAILED_IN: tuple[str, ...] = ()
+"""The stages that were running where the last `MemoryError` was raised, outermost first."""
 
 
 def stages_at_memory_error() -> tuple[str, ...]:
     """The stages that were running when a `MemoryError` last left a stage (outermost first), or ()."""
-    return _FAILED_IN[-1] if _FAILED_IN else ()
-
-
-def current_stage() -> str | None:
-    """The innermost stage now running, e.g. ``"pass refine"``, or None."""
-    with _LINE.lock:
-        return _LINE.stack[-1][0] if _LINE.stack else None
+    return _FAILED_IN
 
 
 def active_stages() -> tuple[str, ...]:
@@ -128,10 +123,11 @@ def active_stages() -> tuple[str, ...]:
 
 
 def _remember_memory_error() -> None:
-    """Keep the innermost stages a `MemoryError` passes through (the outer stages see it later)."""
+    """Keep the innermost stages a `MemoryError` passes through (each outer stage it leaves is a prefix)."""
+    global _FAILED_IN
     stages = active_stages()
-    if not _FAILED_IN or _FAILED_IN[-1][:len(stages)] != stages:
-        _FAILED_IN.append(stages)
+    if _FAILED_IN[:len(stages)] != stages:
+        _FAILED_IN = stages
 
 
 def _on_terminal() -> bool:

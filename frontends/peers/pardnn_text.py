@@ -49,7 +49,6 @@ Rules for what the files leave open:
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import defaultdict
@@ -58,7 +57,7 @@ from typing import Iterable
 
 from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
-from pardnn.fileio import read_text
+from pardnn.fileio import read_json, read_text
 from pardnn.ir import GraphBuilder, OpGraph
 
 from ..common import robust_average
@@ -235,10 +234,7 @@ def load_pardnn_dot(path: str | Path, *, sizes: str | Path | None = None, durati
     if timelines:
         samples: dict[str, list[float]] = defaultdict(list)
         for t in timelines:
-            try:
-                trace = json.loads(read_text(t))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{t}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+            trace = read_json(t)
             times, types = timeline_op_times(trace, str(t))
             for k, v in times.items():
                 samples[k].append(v)

@@ -25,7 +25,7 @@ import click
 from .. import __version__
 from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_MEMORY, EXIT_OUTPUT,
                       EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError)
-from ..progress import Progress, active_stages, stages_at_memory_error
+from ..progress import Progress, stages_at_memory_error
 
 EXIT_CODES_HELP = f"""\b
 Exit codes:
@@ -70,10 +70,6 @@ class _Group(click.Group):
             raise click.exceptions.Exit(0) from None
         except MemoryError:
             raise _Failure(str(_out_of_memory()), EXIT_MEMORY) from None
-        except RecursionError as exc:  # only malformed input nests this deep; readers name the file when they can
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
-            raise _Failure(f"input nested too deeply to read ({exc})", EXIT_INPUT) from None
         except Exception as exc:  # a bug: say so in one line unless --debug
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -82,8 +78,8 @@ class _Group(click.Group):
 
 
 def _out_of_memory() -> OutOfMemory:
-    """What ran out, where and on how large an input (the stage now running, the input's size, peak RSS)."""
-    stages = stages_at_memory_error() or active_stages()
+    """What ran out, where and on how large an input (the stages it left, the input's size, peak RSS)."""
+    stages = stages_at_memory_error()
     where = f" while {' > '.join(stages)}" if stages else ""
     ctx = click.get_current_context(silent=True)
     size = (ctx.obj or {}).get("input_size") if ctx else None
@@ -171,7 +167,7 @@ def _verbosity(argv: list[str]) -> int:
             break
         if arg == "--verbose":
             count += 1
-        elif arg.startswith("-") and not arg.startswith("--") and set(arg[1:]) <= {"v", "q"}:
+        elif not arg.startswith("--") and set(arg[1:]) <= {"v", "q"}:
             count += arg.count("v")
     return count
 
