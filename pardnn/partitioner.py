@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .cluster import Cluster
 from .ir import OpGraph
-from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline
+from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline, spec_entry
 from .placement import Placement
 from .progress import Progress
 
@@ -45,18 +45,15 @@ def default_spec(options: PardnnOptions | None = None) -> str:
     if o.pipeline:
         return o.pipeline
     refine = o.refine and o.refine_evals != 0
-    evals = "" if o.refine_evals is None else f"{{max_evals={o.refine_evals}}}"
-    mapping = {}
-    if o.comm_weight != 1.0:
-        mapping["comm_weight"] = o.comm_weight
-    if not o.try_fewer_devices:
-        mapping["try_fewer_devices"] = "false"
-    parts = ["slice", "map" + ("{" + ",".join(f"{k}={v}" for k, v in mapping.items()) + "}" if mapping else "")]
+    evals = {} if o.refine_evals is None else {"max_evals": o.refine_evals}
+    mapping = {k: v for k, v, default in (("comm_weight", o.comm_weight, 1.0),
+                                          ("try_fewer_devices", o.try_fewer_devices, True)) if v != default}
+    parts = [spec_entry("slice"), spec_entry("map", **mapping)]
     if refine:
-        parts.append("refine" + evals)
-    parts.append("memory" + ("" if o.memory_heuristic == "auto" else f"{{heuristic={o.memory_heuristic}}}"))
+        parts.append(spec_entry("refine", **evals))
+    parts.append(spec_entry("memory", **({} if o.memory_heuristic == "auto" else {"heuristic": o.memory_heuristic})))
     if refine and o.refine_memory:
-        parts.append("refine-mem" + evals)
+        parts.append(spec_entry("refine-mem", **evals))
     return ",".join(parts)
 
 

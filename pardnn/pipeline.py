@@ -131,9 +131,8 @@ class Pipeline:
         for i, p in enumerate(self.passes):
             label = self.label(i)
             base = make_pass(label) if label in PASSES else type(p)()
-            opts = [f"{f.name}={_format_value(getattr(p, f.name))}" for f in fields(p)
-                    if getattr(p, f.name) != getattr(base, f.name)]
-            parts.append(label + ("{" + ",".join(opts) + "}" if opts else ""))
+            parts.append(spec_entry(label, **{f.name: getattr(p, f.name) for f in fields(p)
+                                               if getattr(p, f.name) != getattr(base, f.name)}))
         return ",".join(parts)
 
     def run(self, g: OpGraph, cluster: Cluster, state: PlanState | None = None, *,
@@ -188,6 +187,13 @@ def _filed_under(stats: dict, name: str, label: str, prior: Any) -> dict:
     if prior is not None:
         out[name] = prior
     return out
+
+
+def spec_entry(name: str, **options: Any) -> str:
+    """One entry of a pipeline spec: ``name`` with ``options`` in braces (``refine{max_evals=400}``)."""
+    if not options:
+        return name
+    return name + "{" + ",".join(f"{k}={_format_value(v)}" for k, v in options.items()) + "}"
 
 
 def _format_value(v: Any) -> str:
