@@ -30,20 +30,9 @@ from pardnn.frontends.onnx import graph_from_prepared, load_onnx, prepare  # noq
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
+from ..onnx_models import if_with_capture, make_model, save  # noqa: E402
+
 pytestmark = pytest.mark.onnx
-
-
-def make_model(graph, **kw):
-    """A model onnxruntime 1.18+ reads: opset 17, IR version 8 (helper's default IR may be newer)."""
-    kw.setdefault("opset_imports", [helper.make_opsetid("", 17)])
-    m = helper.make_model(graph, **kw)
-    m.ir_version = 8
-    return m
-
-
-def save(model, path):
-    onnx.save_model(model, str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -122,18 +111,7 @@ def test_stages_prefer_staying_on_a_device(tmp_path):
 
 
 def test_subgraph_capture_crosses_a_cut(tmp_path):
-    then_g = helper.make_graph([helper.make_node("Relu", ["h"], ["o1"])], "then", [],
-                               [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [4])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["o2"])], "else", [],
-                               [helper.make_tensor_value_info("o2", TensorProto.FLOAT, [4])])
-    nodes = [helper.make_node("Sin", ["x"], ["h"], name="sin"),
-             helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["cond"], name="gt"),
-             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g, else_branch=else_g)]
-    graph = helper.make_graph(nodes, "if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-                              initializer=[onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")])
-    path = save(make_model(graph), tmp_path / "if.onnx")
+    path = save(if_with_capture(), tmp_path / "if.onnx")
     g = load_onnx(path)
     pl = placement_for(g, lambda n: 1 if n in ("if", "output:y") else 0, 2)
     r = run_placement(path, pl, steps=1)

@@ -26,21 +26,10 @@ from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 
 from ..conftest import REPO  # noqa: E402
 
+from ..onnx_models import if_with_capture, make_model, save  # noqa: E402
+
 pytestmark = pytest.mark.onnx
 TRAINING = REPO / "tests" / "data" / "onnx"
-
-
-def make_model(graph, **kw):
-    """A model onnxruntime 1.18+ reads: opset 17, IR version 8 (helper's default IR may be newer)."""
-    kw.setdefault("opset_imports", [helper.make_opsetid("", 17)])
-    m = helper.make_model(graph, **kw)
-    m.ir_version = 8
-    return m
-
-
-def save(model, path):
-    onnx.save_model(model, str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -264,18 +253,7 @@ def test_conv_convtranspose_einsum_flops(tmp_path):
 
 def test_subgraph_captures_become_edges(tmp_path):
     """An If whose branches read an outer value 'h' gets an edge from h's producer."""
-    then_g = helper.make_graph([helper.make_node("Relu", ["h"], ["o1"])], "then", [],
-                               [helper.make_tensor_value_info("o1", TensorProto.FLOAT, [4])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["o2"])], "else", [],
-                               [helper.make_tensor_value_info("o2", TensorProto.FLOAT, [4])])
-    nodes = [helper.make_node("Sin", ["x"], ["h"], name="sin"),
-             helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["cond"], name="gt"),
-             helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g, else_branch=else_g)]
-    graph = helper.make_graph(nodes, "if", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-                              initializer=[numpy_helper.from_array(np.array(0, np.float32), "zero")])
-    g = load_onnx(save(make_model(graph), tmp_path / "if.onnx"))
+    g = load_onnx(save(if_with_capture(), tmp_path / "if.onnx"))
     assert g.id("sin") in g.predecessors(g.id("if")).tolist()
     assert g.output_bytes_of(g.id("if")) == [16]
 
