@@ -32,6 +32,8 @@ class PardnnOptions:
     capacity search skips it."""
     memory_heuristic: str = "auto"
     """Step 2's heuristic: knapsack (I), residual (II) or auto (by graph size)."""
+    effort: str = "default"
+    """``fast``, ``default`` or ``best``: how much the refinement searches (``pardnn partition --effort``)."""
     pipeline: str | None = None
     """A pipeline spec that replaces the one the options above describe (``pardnn partition --pipeline``)."""
 
@@ -46,6 +48,8 @@ def default_spec(options: PardnnOptions | None = None) -> str:
         return o.pipeline
     refine = o.refine and o.refine_evals != 0
     evals = {} if o.refine_evals is None else {"max_evals": o.refine_evals}
+    if o.effort != "default":
+        evals["effort"] = o.effort
     mapping = {k: v for k, v, default in (("comm_weight", o.comm_weight, 1.0),
                                           ("try_fewer_devices", o.try_fewer_devices, True)) if v != default}
     parts = [spec_entry("slice"), spec_entry("map", **mapping)]

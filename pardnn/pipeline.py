@@ -64,6 +64,8 @@ class PlanState:
     paths: Paths | None = None
     makespan_us: float | None = None         # of `assignment`, when a pass simulated it
     alternatives: tuple[np.ndarray, ...] = ()    # other promising assignments, for multi-start refinement
+    starts: tuple[tuple[str, np.ndarray], ...] = ()
+    """Starting plans, by name, that the result must never be worse than (the ``best`` pass checks)."""
     stats: dict[str, Any] = field(default_factory=dict)   # per-pass figures, for reports
     changed: bool = True
     """Whether the pass that ran last changed the assignment (set by `Pipeline.run`)."""

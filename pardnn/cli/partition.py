@@ -95,10 +95,13 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.option("--refine-evals", type=click.IntRange(min=0), default=None,
               help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size, "
                    "about 6e7 / (nodes + edges)); fewer is faster, more may place better. 0 skips refinement.")
+@click.option("--effort", type=click.Choice(["fast", "default", "best"]), default="default", show_default=True,
+              help="How hard the refinement searches: fast (a tenth of the simulations, no restarts), default, "
+                   "or best (the most simulations; slowest). Each is deterministic.")
 @click.option("--pipeline", "pipeline_spec", metavar="SPEC", callback=lambda c, p, v: _check_pipeline(v),
               help="The pardnn method's passes, e.g. \"slice,map,refine{max_evals=400}\" (default: "
                    "slice,map,refine,memory,refine-mem; see docs/partitioner.md). Replaces --memory-heuristic "
-                   "and --refine-evals.")
+                   "--effort and --refine-evals.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
@@ -107,7 +110,7 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
 @click.pass_context
 def partition(ctx: click.Context, input_path: str, output: str, cluster_path, devices, memory, speed, bandwidth,
               latency, device_prefix, method, place_path, allow_infeasible: bool, as_json: bool, time_passes: bool,
-              memory_heuristic: str, refine_evals, pipeline_spec, capacity_search: bool, report_path, fmt, signature,
+              memory_heuristic: str, refine_evals, effort: str, pipeline_spec, capacity_search: bool, report_path, fmt, signature,
               profile_steps, batch_size, dims, device_profile, keep_unexecuted) -> None:
     """Place INPUT's ops on the cluster's devices and write the placement.
 
@@ -122,13 +125,14 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     """
     method = method or DEFAULT_METHOD
     tuned = {"--pipeline": pipeline_spec is not None, "--refine-evals": refine_evals is not None,
-             "--memory-heuristic": memory_heuristic != "auto"}
+             "--memory-heuristic": memory_heuristic != "auto", "--effort": effort != "default"}
     if method != DEFAULT_METHOD and any(tuned.values()):
         raise click.UsageError(f"{next(k for k, v in tuned.items() if v)} applies to the {DEFAULT_METHOD} method "
                                f"only, not to {method}")
-    if pipeline_spec is not None and (tuned["--refine-evals"] or tuned["--memory-heuristic"]):
-        raise click.UsageError("--pipeline replaces --refine-evals and --memory-heuristic; give the options in "
-                               "the spec (e.g. refine{max_evals=400}, memory{heuristic=residual})")
+    if pipeline_spec is not None and (tuned["--refine-evals"] or tuned["--memory-heuristic"] or tuned["--effort"]):
+        raise click.UsageError("--pipeline replaces --refine-evals, --effort and --memory-heuristic; give the "
+                               "options in the spec (e.g. refine{max_evals=400,effort=best}, "
+                               "memory{heuristic=residual})")
     for out in (output, place_path):
         if out:
             refuse_overwrite(out, input_path, cluster_path)
@@ -144,7 +148,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     timings: list = []
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):
         from ..partitioner import PardnnOptions   # the passes load when a placement is made (start-up time)
-        options = PardnnOptions(memory_heuristic=memory_heuristic, refine_evals=refine_evals,
+        options = PardnnOptions(memory_heuristic=memory_heuristic, refine_evals=refine_evals, effort=effort,
                                 pipeline=pipeline_spec) if method == DEFAULT_METHOD else None
         plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
                                     progress=progress, timings=timings, options=options,

@@ -15,6 +15,7 @@ map         ParDNN step 1.2: level-aware mapping of the paths onto devices (`map
 refine      ParDNN step 1.3: refinement on the simulated critical chain (`refine`)
 memory      ParDNN step 2: move units off devices over their memory (`memory`)
 refine-mem  refine after step 2: only moves that keep memory, only when step 2 changed the plan
+best        keep the best of the plan and every recorded start (`keep_best`)
 ==========  =====================================================================================
 """
 
@@ -40,9 +41,10 @@ PASSES: dict[str, PassEntry] = {
     "map": PassEntry("mapping:Map", summary="level-aware mapping of paths onto devices"),
     "refine": PassEntry("refine:Refine", summary="refinement on the simulated critical chain"),
     "memory": PassEntry("memory:FitMemory", summary="move units off devices over their memory"),
-    "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "min_evals": 40,
+    "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "floor_share": 0.4,
                                               "boost": 1.0},
                             summary="refine within memory, after a pass that changed the plan"),
+    "best": PassEntry("keep_best:KeepBest", summary="never worse than any recorded start"),
 }
 
 

@@ -47,14 +47,33 @@ from ..pipeline import PlanState
 
 
 # Tuning constants (each chosen on the tuning suite; benchmarks/RESULTS.md has the figures)
-BUDGET_WORK = 2e7
-"""The base budget is ``BUDGET_WORK / (V + E)`` simulations: each costs O(V + E), so about the same time."""
+@dataclass(frozen=True)
+class Effort:
+    """How many simulations refinement may spend, by graph size (see `default_budget`)."""
+
+    work: float
+    """The base budget is ``work / (V + E)`` simulations: each costs O(V + E), so about the same time."""
+    boost: float
+    """Multiplier of the budget up to `BOOST_FULL_BELOW` nodes plus edges, tapering to 1 at `BOOST_NONE_ABOVE`."""
+    floor: int
+    """The budget's floor on the largest graphs."""
+    kicks: bool
+    """Perturb and descend again when descent stalls with budget left (iterated local search)."""
+    ceiling: int
+    """The budget's ceiling, reached on tiny graphs."""
+
+
+EFFORTS = {
+    "fast": Effort(work=2e6, boost=1.0, floor=10, kicks=False, ceiling=2000),
+    "default": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000),
+    "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000),
+}
+"""``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
+BUDGET_WORK = EFFORTS["best"].work
 BOOST_FULL_BELOW = 1.5e5
-"""Up to this many nodes plus edges the budget gets the full ``boost`` (3x by default: 6e7 / (V + E))."""
+"""Up to this many nodes plus edges the budget gets the full boost."""
 BOOST_NONE_ABOVE = 4e5
 """From this many nodes plus edges on, no boost; between the two the boost tapers linearly."""
-MAX_EVALS = 20000
-"""The budget's ceiling, reached on tiny graphs."""
 PATH_GAIN_SHARE = 0.9
 """A path switch's estimated gain, relative to switching its single waiting node (it moves more)."""
 KICK_SHARE = 0.05
@@ -65,26 +84,38 @@ LADDER = ("chain", "chain, every target", "paths", "units")
 """The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
 
-def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0) -> int:
-    """Simulations allowed: about ``boost`` x `BUDGET_WORK` / (V + E) up to `BOOST_FULL_BELOW`, the boost
-    falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and `MAX_EVALS` for
-    tiny ones.
+def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: float = BUDGET_WORK,
+                   ceiling: int = 20000) -> int:
+    """Simulations allowed: about ``boost`` x ``work`` / (V + E) up to `BOOST_FULL_BELOW`, the boost
+    falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and ``ceiling`` for
+    tiny ones (``ceiling``).
 
-    A simulation costs O(V + E), so refinement takes a few seconds on graphs up to ~50k ops. On the
-    largest graphs the budget falls towards its floor to keep steps 1 and 2 within their time targets.
+    A simulation costs O(V + E), so at the best effort refinement takes a few seconds on graphs up to
+    ~50k ops. On the largest graphs the budget falls towards its floor.
     """
     size = g.num_nodes + g.num_edges
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
-    return int(np.clip(scale * BUDGET_WORK / max(size, 1), floor, MAX_EVALS))
+    return int(np.clip(scale * work / max(size, 1), floor, ceiling))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Move:
     gain: float
-    nodes: tuple[int, ...]   # representative nodes; their whole units move
+    nodes: tuple[int, ...] | np.ndarray
+    """Representative nodes; their whole units move. A path segment is one array shared by every move
+    that names it (never copied per move), so proposals stay O(V + E) however long the chain."""
     target: int
     label: str
+
+    def head(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.nodes[:4])
+
+    def key(self) -> tuple:
+        """What the move changes: the same nodes to the same device (long node lists by ends and size)."""
+        n = self.nodes
+        nodes = tuple(int(x) for x in n) if len(n) < 8 else (int(n[0]), len(n), int(n[-1]))
+        return nodes, self.target
 
 
 class _Mover:
@@ -105,13 +136,22 @@ class _Mover:
     def members(self, u: int) -> np.ndarray:
         return self.unit_members[self.unit_ptr[u]:self.unit_ptr[u + 1]]
 
-    def path_segment(self, v: int, dev: np.ndarray) -> np.ndarray:
-        """Nodes of ``v``'s slicing path that share ``v``'s device."""
+    def path_segment(self, v: int, dev: np.ndarray, cache: dict | None = None) -> np.ndarray:
+        """Nodes of ``v``'s slicing path that share ``v``'s device.
+
+        With ``cache`` (a dict kept for one ``dev``), each segment is computed once and shared.
+        """
         if self.path is None:
             return np.array([v])
-        c = self.path[v]
+        c = int(self.path[v])
+        key = (c, int(dev[v]))
+        if cache is not None and key in cache:
+            return cache[key]
         nodes = self.path_members[self.path_ptr[c]:self.path_ptr[c + 1]]
-        return nodes[dev[nodes] == dev[v]]
+        seg = nodes[dev[nodes] == dev[v]]
+        if cache is not None:
+            cache[key] = seg
+        return seg
 
     def apply(self, dev: np.ndarray, nodes, target: int) -> np.ndarray | None:
         units = np.unique(self.unit[np.asarray(nodes, dtype=np.int64)])
@@ -159,6 +199,7 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     dev_links = pick[chain.kind[pick] == DEVICE]
     frees = free_at(s, K, s.ready_us[chain.dst[dev_links]]) if dev_links.size else None
     row = {int(i): r for r, i in enumerate(dev_links.tolist())}
+    segments: dict = {}
     for i in pick.tolist():
         p, c, delay = int(chain.src[i]), int(chain.dst[i]), float(chain.delay_us[i])
         if chain.kind[i] == EDGE:
@@ -167,9 +208,9 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
                 continue
             moves.append(_Move(delay - (A[c, b] - A[c, a]), (c,), a, "pull consumer"))
             moves.append(_Move(delay - (A[p, a] - A[p, b]), (p,), b, "push producer"))
-            seg = mover.path_segment(c, dev)
+            seg = mover.path_segment(c, dev, segments)
             if seg.size > 1:
-                moves.append(_Move(delay, tuple(seg.tolist()), a, "pull path"))
+                moves.append(_Move(delay, seg, a, "pull path"))
             if every_target:
                 for e in range(K):
                     if e not in (a, b):
@@ -183,15 +224,15 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
                 pen = A[c, here] - A[c, e]
                 gain = delay - pen - wait_free[e]
                 moves.append(_Move(gain, (c,), e, "switch node"))
-                seg = mover.path_segment(c, dev)
+                seg = mover.path_segment(c, dev, segments)
                 if seg.size > 1:
-                    moves.append(_Move(gain * PATH_GAIN_SHARE, tuple(seg.tolist()), e, "switch path"))
-    moves.sort(key=lambda m: (-m.gain, m.target, m.nodes[:4], m.label))
+                    moves.append(_Move(gain * PATH_GAIN_SHARE, seg, e, "switch path"))
+    moves.sort(key=lambda m: (-m.gain, m.target, m.head(), m.label))
     out, seen = [], set()
     for m in moves:
         if m.gain <= 0 and not every_target:
             continue
-        key = (m.nodes if len(m.nodes) < 8 else (m.nodes[0], len(m.nodes), m.nodes[-1]), m.target)
+        key = m.key()
         if key not in seen:
             seen.add(key)
             out.append(m)
@@ -209,7 +250,7 @@ def path_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int
     work = [float(cm.w[p].sum()) for p in parts]
     moves = []
     for i in np.argsort(-np.asarray(work), kind="stable").tolist():
-        nodes = tuple(parts[i].tolist())
+        nodes = parts[i]        # one array, shared by the moves to each target
         here = int(dev[nodes[0]])
         moves.extend(_Move(work[i], nodes, e, "move path") for e in range(K) if e != here)
     return moves
@@ -234,7 +275,9 @@ class Refine:
     name: ClassVar[str] = "refine"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
     max_evals: int | None = None
-    """Simulations allowed (default: `default_budget` by graph size)."""
+    """Simulations allowed (default: `default_budget` by graph size and ``effort``)."""
+    effort: str = "default"
+    """``fast``, ``default`` or ``best`` (`EFFORTS`): the budget by graph size, and whether to kick."""
     max_rounds: int = 1000
     """Stop after this many accepted moves."""
     top_links: int = 64
@@ -245,14 +288,17 @@ class Refine:
     """Accept only moves that keep every device within its memory: True, False, or "auto" (when the plan
     it starts from fits). After step 2 it is True: refinement recovers time without undoing the memory pass."""
     kicks: bool = True
-    """When descent stalls with budget left, perturb the best plan and descend again (iterated local search)."""
+    """When descent stalls with budget left, perturb the best plan and descend again (iterated local search;
+    never at the ``fast`` effort)."""
     stale_kicks: int = 100
     """Stop after this many kicks in a row that did not improve the best plan (small graphs converge long
     before their budget is spent)."""
-    min_evals: int = 100
-    """The budget's floor on large graphs (see `default_budget`)."""
-    boost: float = 3.0
-    """The budget's multiplier on graphs up to 150k nodes plus edges (see `default_budget`)."""
+    min_evals: int | None = None
+    """The budget's floor on large graphs (default: the effort's times ``floor_share``; see `default_budget`)."""
+    floor_share: float = 1.0
+    """The share of the effort's floor this pass gets when ``min_evals`` is not given."""
+    boost: float | None = None
+    """The budget's multiplier on graphs up to 150k nodes plus edges (default: the effort's)."""
     overflow_floor: int = 40
     """The floor instead of ``min_evals`` when the plan starts over a memory limit: step 2 will rewrite it,
     so on the largest graphs step 1 spends less on its step time."""
@@ -266,16 +312,20 @@ class Refine:
             return state
         if self.only_if_changed and not state.changed:
             return state.with_stats(self.name, skipped="the pass before it changed nothing")
+        if self.effort not in EFFORTS:
+            raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
+        effort = EFFORTS[self.effort]
         bounded = bool(np.isfinite(cluster.capacity).any())
         budget = self.max_evals
         first = None     # the start's schedule with memory, when the budget needed it; the search reuses it
         if budget is None:
-            floor = self.min_evals
+            floor = int(round(effort.floor * self.floor_share)) if self.min_evals is None else self.min_evals
             if bounded:
                 first = simulate(g, cluster, state.assignment, memory=True)
                 if not first.feasible:
                     floor = min(floor, self.overflow_floor)
-            budget = default_budget(g, floor=floor, boost=self.boost)
+            budget = default_budget(g, floor=floor, boost=effort.boost if self.boost is None else self.boost,
+                                    work=effort.work, ceiling=effort.ceiling)
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
@@ -336,7 +386,8 @@ class Refine:
                 stale = 0
             else:
                 stale += 1
-            if ev.evaluations >= budget or not self.kicks or stale > self.stale_kicks:
+            if ev.evaluations >= budget or not (self.kicks and EFFORTS[self.effort].kicks) \
+                    or stale > self.stale_kicks:
                 break
             kicked = self._kick(g, cluster, mover, best, best_s, rng)
             if kicked is None:

@@ -1,0 +1,55 @@
+"""The last pass: the plan handed on is never worse than any start the pipeline recorded.
+
+A pass that makes a starting plan (the mapped plan, each list-scheduled seed)
+records it in `PlanState.starts`. Refinement never makes its own start worse,
+but step 2 may have to trade step time for memory, and a start that already
+fit may then be faster than the repaired plan. This pass simulates the
+current plan and every recorded start, with memory when the cluster has
+limits, and keeps the best by the machine model's order: a plan that fits
+before one that does not, then the shorter step (among plans that do not fit:
+less total overflow first, `Schedule.shortfall_key`). Ties keep the current
+plan. So the pipeline's result is never worse than any of its starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..ir import OpGraph
+from ..machine import Evaluator, Schedule
+from ..pipeline import PlanState
+
+
+def plan_key(s: Schedule, bounded: bool) -> tuple:
+    """Smaller is better: fits first; then the shorter step, or the smaller shortfall when nothing fits."""
+    if not bounded or s.feasible:
+        return (0, float(s.makespan_us), 0.0)
+    return (1,) + s.shortfall_key()
+
+
+@dataclass(frozen=True)
+class KeepBest:
+    name: ClassVar[str] = "best"
+    requires: ClassVar[tuple[str, ...]] = ("assignment",)
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        if not state.starts:
+            return state.with_stats(self.name, starts=0, kept="current")
+        bounded = bool(np.isfinite(cluster.capacity).any())
+        ev = Evaluator(g, cluster)
+        best, best_s = state.assignment, ev.schedule(state.assignment, memory=bounded)
+        best_key, kept = plan_key(best_s, bounded), "current"
+        for label, dev in state.starts:
+            if np.array_equal(dev, best):
+                continue
+            s = ev.schedule(dev, memory=bounded)
+            key = plan_key(s, bounded)
+            if key < best_key:
+                best, best_s, best_key, kept = dev, s, key, label
+        return state.replace(assignment=best.copy() if kept != "current" else best,
+                             makespan_us=float(best_s.makespan_us)).with_stats(
+            self.name, starts=len(state.starts), kept=kept)

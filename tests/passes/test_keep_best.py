@@ -1,0 +1,65 @@
+"""The ``best`` pass and the refinement's effort setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pardnn.cluster import Cluster
+from pardnn.machine import simulate
+from pardnn.partitioner import PardnnOptions, default_spec, run as run_pardnn
+from pardnn.passes.keep_best import KeepBest
+from pardnn.passes.refine import EFFORTS, Refine, default_budget
+from pardnn.pipeline import PlanState
+
+from ..helpers import tiny
+from .common import free_links
+
+
+def test_best_keeps_a_faster_start():
+    """Two independent 10 us ops: the current plan stacks them (20 us); the recorded start splits them."""
+    g = tiny([("a", 10), ("b", 10)], [])
+    c = free_links(2)
+    state = PlanState(assignment=np.array([0, 0]), starts=(("split", np.array([0, 1])),))
+    out = KeepBest()(g, c, state)
+    assert out.assignment.tolist() == [0, 1] and out.makespan_us == 10.0
+    assert out.stats["best"]["kept"] == "split"
+
+
+def test_best_prefers_a_plan_that_fits_over_a_faster_one_that_does_not():
+    """a -> b, each with 600 B of weights: on one device of 1000 B they do not fit, however fast that is."""
+    g = tiny([("a", 10, 8, {"persistent_bytes": 600}), ("b", 10, 8, {"persistent_bytes": 600})], [("a", "b")])
+    c = Cluster.homogeneous(2, memory_bytes=1000, latency_us=100.0, bandwidth_bytes_per_us=1.0)
+    one = np.array([0, 0])
+    split = np.array([0, 1])
+    assert not simulate(g, c, one).feasible and simulate(g, c, split).feasible
+    assert simulate(g, c, one).makespan_us < simulate(g, c, split).makespan_us
+    out = KeepBest()(g, c, PlanState(assignment=one, starts=(("split", split),)))
+    assert out.assignment.tolist() == split.tolist()
+    # and a faster plan that fits is never replaced by a slower start
+    back = KeepBest()(g, c, PlanState(assignment=split, starts=(("one", one),)))
+    assert back.assignment.tolist() == split.tolist() and back.stats["best"]["kept"] == "current"
+
+
+def test_effort_orders_the_budget_and_is_named_in_the_spec():
+    g = tiny([(f"n{i}", 1) for i in range(50)], [(f"n{i}", f"n{i + 1}") for i in range(49)])
+    budgets = {e: default_budget(g, floor=EFFORTS[e].floor, boost=EFFORTS[e].boost, work=EFFORTS[e].work,
+                                 ceiling=EFFORTS[e].ceiling)
+               for e in EFFORTS}
+    assert budgets["fast"] < budgets["default"] <= budgets["best"]
+    assert default_spec(PardnnOptions(effort="fast")) == "slice,map,refine{effort=fast},memory,refine-mem{effort=fast}"
+    with pytest.raises(ValueError, match="unknown effort 'hard'"):
+        Refine(effort="hard")(g, free_links(2), PlanState(assignment=np.zeros(50, dtype=np.int64)))
+
+
+def test_each_effort_is_deterministic_and_fast_spends_less():
+    # four chains of 30 ops, joined at the end: room for refinement on 4 devices
+    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
+    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
+        [(f"c{j}_29", "end") for j in range(4)]
+    g = tiny(nodes, edges)
+    c = Cluster.homogeneous(4, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    runs = {e: run_pardnn(g, c, PardnnOptions(effort=e)) for e in ("fast", "default")}
+    for e, (plan, state, _) in runs.items():
+        assert run_pardnn(g, c, PardnnOptions(effort=e))[0].same_as(plan)
+    assert runs["fast"][1].stats["refine"]["budget"] < runs["default"][1].stats["refine"]["budget"]
