@@ -24,9 +24,9 @@ Two orders (``mode``):
   (ties: the lower device);
 * `ETF` (1): among the ready ops (every predecessor placed), the (op, device)
   pair that starts earliest; ties by the larger upward rank, then the lower op
-  id, then the lower device. Each device keeps two heaps of its candidates:
-  *pending*, keyed by data-ready time, and *now* (data there by the time the
-  device is free), keyed by rank. A link reservation can only make data-ready
+  id, then the faster device, then the lower one. Each device keeps two heaps
+  of its candidates: *pending*, keyed by data-ready time, and *now* (data there
+  by the time the device is free), keyed by rank. A link reservation can only make data-ready
   times later, so a heap key is a lower bound and the top is re-evaluated
   lazily (a changed one goes back with its new key); data-ready times are
   cached per (op, device) and recomputed only when a link into the device was
@@ -518,7 +518,8 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                 else:
                     a, b = cand_v[d], cand_v[bd]
                     if (cand_t[d] < cand_t[bd] or (cand_t[d] == cand_t[bd] and (
-                            neg[a] < neg[b] or (neg[a] == neg[b] and a < b)))):
+                            neg[a] < neg[b] or (neg[a] == neg[b] and (
+                                a < b or (a == b and speed[d] > speed[bd])))))):
                         bd = d
         if bd < 0:      # nothing schedulable: only a cycle leaves ops behind (the graph is verified acyclic)
             break
