@@ -14,8 +14,10 @@ SPEC §1 machine does not work that way, and neither does this scheduler:
   SPEC §1.1 rule 9's order (producer finish, then global port);
 * a cross-device control edge delays its consumer by the link's latency and
   does not occupy the link (SPEC §1.1 rule 3);
-* an op takes ``time_us / speed[d]`` on device ``d`` and is appended after the
-  device's last op (no insertion into idle gaps).
+* an op takes ``time_us / speed[d]`` on device ``d``; HEFT puts it into the
+  device's first idle gap long enough after its inputs are there (insertion, as
+  published; the simulator too runs an op whenever its device is idle and it is
+  ready), or after the device's last op; ETF appends it after the last op.
 
 Two orders (``mode``):
 
@@ -238,6 +240,79 @@ def _grow(T, Q, I):
 
 
 # ---------------------------------------------------------------------------
+# Device timelines for HEFT's insertion: idle gaps before the last op, per device
+# ---------------------------------------------------------------------------
+
+MAX_GAPS = 512
+"""Idle gaps remembered per device; beyond that the earliest is forgotten (ready times only grow, mostly)."""
+
+
+@njit
+def _slot(gs, ge, ng, avail, widest, d, ready, dur):
+    """Earliest start at or after ``ready`` for ``dur`` on ``d``, and the gap it uses (-1: after the last op)."""
+    n = ng[d]
+    if n > 0 and dur <= widest[d]:
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if ge[d, mid] <= ready:
+                lo = mid + 1
+            else:
+                hi = mid
+        for j in range(lo, n):
+            t = gs[d, j] if gs[d, j] > ready else ready
+            if t + dur <= ge[d, j]:
+                return t, j
+    a = avail[d]
+    return (a if a > ready else ready), -1
+
+
+@njit
+def _take(gs, ge, ng, avail, widest, d, start, dur, j):
+    """Occupy ``[start, start + dur)`` on ``d`` (in gap ``j``, or after the last op when ``j < 0``)."""
+    end = start + dur
+    n = ng[d]
+    if j < 0:
+        a = avail[d]
+        if start > a:
+            if n == MAX_GAPS:
+                for i in range(n - 1):
+                    gs[d, i] = gs[d, i + 1]
+                    ge[d, i] = ge[d, i + 1]
+                n -= 1
+            gs[d, n] = a
+            ge[d, n] = start
+            ng[d] = n + 1
+            if start - a > widest[d]:
+                widest[d] = start - a
+        avail[d] = end
+        return
+    lo, hi = gs[d, j], ge[d, j]
+    left = start > lo
+    right = hi > end
+    if left and right:
+        if n == MAX_GAPS:       # no room to split: forget the piece before the op
+            gs[d, j] = end
+            return
+        for i in range(n, j + 1, -1):
+            gs[d, i] = gs[d, i - 1]
+            ge[d, i] = ge[d, i - 1]
+        ge[d, j] = start
+        gs[d, j + 1] = end
+        ge[d, j + 1] = hi
+        ng[d] = n + 1
+    elif left:
+        ge[d, j] = start
+    elif right:
+        gs[d, j] = end
+    else:
+        for i in range(j, n - 1):
+            gs[d, i] = gs[d, i + 1]
+            ge[d, i] = ge[d, i + 1]
+        ng[d] = n - 1
+
+
+# ---------------------------------------------------------------------------
 # The scheduler
 # ---------------------------------------------------------------------------
 
@@ -361,6 +436,10 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             if use_mem:
                 usage[unit_dev[u]] += unit_pers[u]
     if mode == 0:
+        gs = np.zeros((K, MAX_GAPS))
+        ge = np.zeros((K, MAX_GAPS))
+        ng = np.zeros(K, dtype=np.int64)
+        widest = np.zeros(K)
         for idx in range(V):
             v = order[idx]
             u = unit[v]
@@ -386,21 +465,23 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             best_f = np.inf
             best_d = -1
             best_s = 0.0
+            best_j = -1
             for d in range(lo, hi):
                 if use_mem and fixed < 0 and room_any and usage[d] + unit_pers[u] + out_total[v] + temp[v] > cap[d]:
                     continue
                 t = _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src,
                                 port_owner, link_free, tr_arr, lf)
-                s = avail[d] if avail[d] > t else t
-                f = s + time_us[v] * inv_speed[d]
+                dur = time_us[v] * inv_speed[d]
+                s, j = _slot(gs, ge, ng, avail, widest, d, t, dur)
+                f = s + dur
                 if f < best_f:
-                    best_f, best_d, best_s = f, d, s
+                    best_f, best_d, best_s, best_j = f, d, s, j
             d = best_d
             _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr)
             dev[v] = d
             start[v] = best_s
             finish[v] = best_f
-            avail[d] = best_f
+            _take(gs, ge, ng, avail, widest, d, best_s, best_f - best_s, best_j)
             first = unit_dev[u] < 0
             if first:
                 unit_dev[u] = d

@@ -45,7 +45,7 @@ def pinned_fan(n: int, nbytes: int):
     return tiny(nodes, edges)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.sampled_from([None, 0.3, 0.7]))
 def test_list_schedules_are_valid_and_deterministic(case, scale):
     g, c = case
@@ -60,7 +60,7 @@ def test_list_schedules_are_valid_and_deterministic(case, scale):
         assert np.array_equal(dev, again)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.integers(0, 2**31 - 1), st.sampled_from([None, 0.5]))
 def test_seed_keeps_the_best_start(case, seed, scale):
     g, c = case
