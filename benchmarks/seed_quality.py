@@ -3,7 +3,8 @@
 For every graph of ``pardnn.bench.suite(--suite)`` (never the held-out set) and K in ``--ks``, with loose
 memory (`pardnn.bench.regime_capacity("loose")`, `bench_cluster`), prints the simulated step time (ms) of
 
-* ``ls-heft``, ``ls-etf``: the contention-aware list schedulers of `pardnn.passes._listsched`;
+* ``ls-heft``, ``ls-etf``, ``ls-etf-rank``: the contention-aware list schedulers of
+  `pardnn.passes._listsched` (ETF's ties by static level, or by upward rank);
 * ``heft``, ``etf``, ``cpop``: the Python baselines (`pardnn.baselines.PLACERS`), which price each edge
   on its own (no link queueing);
 
@@ -33,7 +34,7 @@ from pardnn.passes import _listsched
 from _timing import best_of
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("ls-heft", "ls-etf")
+OURS = ("ls-heft", "ls-etf", "ls-etf-rank")
 BASELINES = ("heft", "etf", "cpop")
 
 
@@ -70,14 +71,16 @@ def time_large(k: int = 8, n: int = 200_000) -> None:
     t_prep = time.perf_counter() - t0
     t0 = time.perf_counter()
     r = _listsched.ranks(g, cluster, a)
+    lv = _listsched.static_levels(g, cluster, a)
     t_rank = time.perf_counter() - t0
-    print(f"  prepare {t_prep:.3f} s, ranks {t_rank:.3f} s (both shared by every plan of one graph)")
-    for mode in ("heft", "etf"):
+    print(f"  prepare {t_prep:.3f} s, ranks and static levels {t_rank:.3f} s (shared by every plan of one graph)")
+    for mode in ("heft", "etf", "etf-rank"):
         for mem in (False, True):
             t0 = time.perf_counter()
-            dev, _, fin = _listsched.schedule(g, cluster, mode, memory=mem, arrays=a, rank=r)
+            dev, _, fin = _listsched.schedule(g, cluster, mode, memory=mem, arrays=a, rank=r, level=lv)
             first = time.perf_counter() - t0
-            best = best_of(lambda: _listsched.schedule(g, cluster, mode, memory=mem, arrays=a, rank=r), 3)
+            best = best_of(lambda: _listsched.schedule(g, cluster, mode, memory=mem, arrays=a, rank=r,
+                                                      level=lv), 3)
             ms = simulate(g, cluster, dev, memory=False).makespan_us
             label = ("m-" if mem else "") + mode
             print(f"  {label:<7} first call {first:6.3f} s (compile or cache load included), then best of 3 "

@@ -25,7 +25,8 @@ Two orders (``mode``):
   a topological order), each to the device where it finishes earliest
   (ties: the lower device);
 * `ETF` (1): among the ready ops (every predecessor placed), the (op, device)
-  pair that starts earliest; ties by the larger upward rank, then the lower op
+  pair that starts earliest; ties by the larger static level (``etf``) or
+  upward rank (``etf-rank``), then the lower op
   id, then the faster device, then the lower one. Each device keeps two heaps
   of its candidates: *pending*, keyed by data-ready time, and *now* (data there
   by the time the device is free), keyed by rank. A link reservation can only make data-ready
@@ -64,7 +65,9 @@ import numpy as np
 from .._jit import leaf, njit
 
 HEFT, ETF = 0, 1
-MODES = {"heft": HEFT, "etf": ETF}
+MODES = {"heft": HEFT, "etf": ETF, "etf-rank": ETF}
+"""The schedulers by name: ``etf`` breaks ties by Hwang's static level (compute only, as the ``etf``
+baseline), ``etf-rank`` by HEFT's upward rank (communication included)."""
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +163,13 @@ def ranks(g, cluster, a: ListSchedArrays) -> np.ndarray:
     cm = CostModel.build(g, cluster)
     _, oeids = g.out_csr
     return upward_rank(a.topo, a.out_ptr, a.out_dst, cm.c[oeids].astype(np.float64), cm.w)
+
+
+def static_levels(g, cluster, a: ListSchedArrays) -> np.ndarray:
+    """Hwang's static level: the longest compute path from each op to a sink, on the average device."""
+    from ..machine import average_time_us
+
+    return upward_rank(a.topo, a.out_ptr, a.out_dst, np.zeros(a.out_dst.shape[0]), average_time_us(g, cluster))
 
 
 def heft_order(a: ListSchedArrays, rank: np.ndarray) -> np.ndarray:
@@ -661,20 +671,24 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
     return dev, start, finish
 
 
-def schedule(g, cluster, mode: str | int, *, memory: bool = False, arrays: ListSchedArrays | None = None,
-             rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(device, start, finish)`` of every op from the ``mode`` ("heft" or "etf") list schedule of ``g``.
+def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedArrays | None = None,
+             rank: np.ndarray | None = None, level: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(device, start, finish)`` of every op from the ``mode`` list schedule of ``g`` (a `MODES` name).
 
-    ``memory`` steers by the cluster's capacities (module docstring); ``arrays`` and ``rank`` (from
-    `prepare` and `ranks`) may be passed in when several schedules share them.
+    ``memory`` steers by the cluster's capacities (module docstring); ``arrays``, ``rank`` and ``level``
+    (from `prepare`, `ranks` and `static_levels`) may be passed in when several schedules share them.
     """
-    m = MODES[mode] if isinstance(mode, str) else int(mode)
+    m = MODES[mode]
     a = arrays if arrays is not None else prepare(g)
-    r = rank if rank is not None else ranks(g, cluster, a)
-    order = heft_order(a, r) if m == HEFT else np.zeros(0, dtype=np.int64)
+    if mode == "etf":
+        prio = level if level is not None else static_levels(g, cluster, a)
+    else:
+        prio = rank if rank is not None else ranks(g, cluster, a)
+    order = heft_order(a, prio) if m == HEFT else np.zeros(0, dtype=np.int64)
     K = cluster.num_devices
     pins = np.where(g.unit_pin >= 0, np.minimum(g.unit_pin, K - 1), -1).astype(np.int64)
-    return list_schedule(m, order, r.astype(np.float64), K, cluster.speed, cluster.latency, cluster.bandwidth,
+    return list_schedule(m, order, prio.astype(np.float64), K, cluster.speed, cluster.latency, cluster.bandwidth,
                          a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src, a.out_ptr, a.out_dst,
                          a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total, a.temp, a.unit, pins,
                          a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory))

@@ -39,8 +39,9 @@ class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
     schedulers: str = "heft,etf"
-    """Comma-separated list schedulers to seed with: ``heft`` (upward-rank order, earliest finish) and
-    ``etf`` (earliest start among ready ops), both contention-aware (`pardnn.passes._listsched`)."""
+    """Comma-separated list schedulers to seed with: ``heft`` (upward-rank order, earliest finish), ``etf``
+    (earliest start among ready ops, ties by static level) and ``etf-rank`` (ties by upward rank), all
+    contention-aware (`pardnn.passes._listsched`)."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -75,11 +76,12 @@ class Seed:
         t0 = time.perf_counter()
         arrays = _listsched.prepare(g)
         rank = _listsched.ranks(g, cluster, arrays)
+        level = _listsched.static_levels(g, cluster, arrays) if any(m == "etf" for _, m, _ in starts) else None
         prep_s = time.perf_counter() - t0
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
         for label, mode, mem in starts:
             t0 = time.perf_counter()
-            dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank)
+            dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
             cands.append((label, dev, time.perf_counter() - t0))
         scored = []
         figures = {}
