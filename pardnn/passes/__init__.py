@@ -12,6 +12,7 @@ usable from ``pardnn partition --pipeline`` and from `PardnnOptions.pipeline`
 ==========  =====================================================================================
 slice       ParDNN step 1.1: critical-path slicing into one primary path per device (`slicing`)
 map         ParDNN step 1.2: level-aware mapping of the paths onto devices (`mapping`)
+seed        list-scheduling plans (HEFT, ETF, link-contention aware), the simulated best kept (`seed`)
 refine      ParDNN step 1.3: refinement on the simulated critical chain (`refine`)
 memory      ParDNN step 2: move units off devices over their memory (`memory`)
 refine-mem  refine after step 2: only moves that keep memory, only when step 2 changed the plan
@@ -39,6 +40,7 @@ class PassEntry:
 PASSES: dict[str, PassEntry] = {
     "slice": PassEntry("slicing:Slice", summary="critical-path slicing"),
     "map": PassEntry("mapping:Map", summary="level-aware mapping of paths onto devices"),
+    "seed": PassEntry("seed:Seed", summary="list-scheduling plans next to the incoming one, the best kept"),
     "refine": PassEntry("refine:Refine", summary="refinement on the simulated critical chain"),
     "memory": PassEntry("memory:FitMemory", summary="move units off devices over their memory"),
     "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "floor_share": 0.4,

@@ -76,7 +76,7 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("slice,nope", r"unknown pass 'nope'; known passes: slice, map, refine, memory, refine-mem"),
+    ("slice,nope", r"unknown pass 'nope'; known passes: slice, map, seed, refine, memory, refine-mem"),
     ("refine{bogus=1}", r"pass 'refine' has no option 'bogus'; its options: .*max_evals"),
     ("refine{max_evals=3", r"unbalanced '\{'"),
     ("slice,,map", r"empty pass name"),

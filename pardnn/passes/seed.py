@@ -1,0 +1,119 @@
+"""Seeding: list-scheduling plans next to the incoming one, the best of them kept (issue 14, step 2).
+
+On graphs with much op-level parallelism and K >= 4 devices, list schedulers
+(ETF, HEFT) beat a path-based plan. This pass computes list-scheduling plans
+whose link reservations follow the machine model (`_listsched`: one transfer
+per (port, destination), a link held for latency + bytes / bandwidth, control
+edges cost latency), simulates each of them and the incoming assignment
+(SPEC §1), and keeps the best:
+
+* the order: plans that fit memory first (when some device's memory is
+  bounded; then less total overflow), then the shorter step, then the
+  incoming plan before the seeds, the seeds in ``schedulers`` order;
+* ``alternatives``: the incoming plan when it is not chosen, then the other
+  plans within ``keep_within`` of the chosen one's step time (and fitting
+  memory if it fits), then the alternatives the state already had, at most
+  ``max_alternatives`` in all, none twice. Refinement starts from each.
+
+So the plan never gets worse by the simulator's measure, and the same input
+gives the same plan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..ir import OpGraph
+from ..machine import simulate
+from ..pipeline import PlanState
+from . import _listsched
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: ClassVar[str] = "seed"
+    requires: ClassVar[tuple[str, ...]] = ("assignment",)
+    schedulers: str = "heft,etf"
+    """Comma-separated list schedulers to seed with: ``heft`` (upward-rank order, earliest finish), ``etf``
+    (earliest start among ready ops, ties by static level) and ``etf-rank`` (ties by upward rank), all
+    contention-aware (`pardnn.passes._listsched`)."""
+    memory: bool | str = "auto"
+    """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
+    only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
+    keep_within: float = 0.10
+    """Hand runners-up whose step time is within this fraction of the chosen plan's to refinement."""
+    max_alternatives: int = 4
+    """At most this many alternatives in the returned state (the incoming plan first when not chosen)."""
+
+    def _starts(self, bounded: bool) -> list[tuple[str, str, bool]]:
+        names = [s.strip() for s in str(self.schedulers).split(",") if s.strip()]
+        for s in names:
+            if s not in _listsched.MODES:
+                raise ValueError(f"seed: unknown scheduler {s!r}; known: {', '.join(_listsched.MODES)}")
+        mem = self.memory
+        if mem not in (True, False, "auto"):
+            raise ValueError(f"seed: memory must be true, false or auto, got {mem!r}")
+        out = []
+        if mem is not True:
+            out += [(s, s, False) for s in names]
+        if mem is True or (mem == "auto" and bounded):
+            out += [(f"m-{s}", s, True) for s in names]
+        return out
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        if state.assignment is None:
+            raise ValueError("seed needs an assignment: run the map pass first")
+        if cluster.num_devices == 1 or g.num_nodes == 0:
+            return state.with_stats(self.name, skipped="one device" if g.num_nodes else "empty graph")
+        t_all = time.perf_counter()
+        bounded = bool(np.isfinite(cluster.capacity).any())
+        starts = self._starts(bounded)
+        t0 = time.perf_counter()
+        arrays = _listsched.prepare(g)
+        rank = _listsched.ranks(g, cluster, arrays)
+        level = _listsched.static_levels(g, cluster, arrays) if any(m == "etf" for _, m, _ in starts) else None
+        prep_s = time.perf_counter() - t0
+        cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
+        for label, mode, mem in starts:
+            t0 = time.perf_counter()
+            dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
+            cands.append((label, dev, time.perf_counter() - t0))
+        scored = []
+        figures = {}
+        for i, (label, dev, secs) in enumerate(cands):
+            same = next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)
+            if same is not None:     # a duplicate plan: the same score, no second simulation
+                figures[label] = {**figures[cands[same][0]], "seconds": round(secs, 4), "same_as": cands[same][0]}
+                continue
+            s = simulate(g, cluster, dev, memory=bounded)
+            over = float(s.overflow().sum()) if bounded else 0.0
+            key = (0 if s.feasible else 1, over, float(s.makespan_us), i)
+            scored.append((key, label, dev, s))
+            figures[label] = {"makespan_us": float(s.makespan_us), "feasible": bool(s.feasible),
+                              "overflow_bytes": over, "seconds": round(secs, 4)}
+        scored.sort(key=lambda r: r[0])
+        best_key, best_label, best_dev, best_s = scored[0]
+        alts: list[np.ndarray] = []
+
+        def add(dev: np.ndarray) -> None:
+            if len(alts) < self.max_alternatives and not np.array_equal(dev, best_dev) and \
+                    not any(np.array_equal(dev, a) for a in alts):
+                alts.append(dev)
+
+        if best_label != "incoming":
+            add(state.assignment)
+        limit = best_key[2] * (1.0 + self.keep_within)
+        for key, label, dev, s in scored[1:]:
+            if key[2] <= limit and key[0] <= best_key[0]:
+                add(dev)
+        for dev in state.alternatives:
+            add(dev)
+        return state.replace(assignment=best_dev, makespan_us=float(best_s.makespan_us),
+                             alternatives=tuple(alts)).with_stats(
+            self.name, chosen=best_label, starts=figures, alternatives=len(alts), prepare_seconds=round(prep_s, 4),
+            seconds=round(time.perf_counter() - t_all, 4))

@@ -1,0 +1,187 @@
+"""`pardnn.passes.seed` and its list schedulers (`pardnn.passes._listsched`): valid plans, link reservations
+as the simulator makes them, and a seeded plan never worse than any start."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pardnn.baselines import PLACERS
+from pardnn.cluster import Cluster, Device
+from pardnn.machine import rule_violations, simulate, single_device_peak
+from pardnn.passes import _listsched
+from pardnn.passes.seed import Seed
+from pardnn.pipeline import PlanState, parse_pipeline
+
+from ..helpers import tiny
+from .common import random_cases
+
+SCHEDULERS = [("heft", False), ("etf", False), ("heft", True), ("etf", True)]
+
+
+def legal_start(g, c, seed: int) -> np.ndarray:
+    """A random device per unit, pins honoured."""
+    rng = np.random.default_rng(seed)
+    udev = rng.integers(0, c.num_devices, g.num_units)
+    pinned = g.unit_pin >= 0
+    udev[pinned] = g.unit_pin[pinned]
+    return udev[g.unit]
+
+
+def chains(n: int, length: int, t: float = 10.0, nbytes: int = 100):
+    """``n`` independent chains of ``length`` ops of ``t`` us."""
+    nodes = [(f"c{i}_{j}", t, nbytes) for i in range(n) for j in range(length)]
+    edges = [(f"c{i}_{j}", f"c{i}_{j + 1}") for i in range(n) for j in range(length - 1)]
+    return tiny(nodes, edges)
+
+
+def pinned_fan(n: int, nbytes: int):
+    """``n`` producers pinned to device 0 (one tensor each) feeding one 20 us consumer each."""
+    nodes = ([("src", 1, 0, {"pinned": 0})] + [(f"p{i}", 1, nbytes, {"pinned": 0}) for i in range(n)]
+             + [(f"c{i}", 20) for i in range(n)])
+    edges = [("src", f"p{i}") for i in range(n)] + [(f"p{i}", f"c{i}") for i in range(n)]
+    return tiny(nodes, edges)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([None, 0.3, 0.7]))
+def test_list_schedules_are_valid_and_deterministic(case, scale):
+    g, c = case
+    if scale is not None:
+        c = c.with_memory(int(scale * single_device_peak(g)) + 1)
+    for mode, memory in SCHEDULERS:
+        dev, start, finish = _listsched.schedule(g, c, mode, memory=memory)
+        assert dev.shape == (g.num_nodes,) and dev.min() >= 0 and dev.max() < c.num_devices
+        assert rule_violations(g, dev) == []
+        assert np.all(finish >= start)
+        again, _, _ = _listsched.schedule(g, c, mode, memory=memory)
+        assert np.array_equal(dev, again)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.integers(0, 2**31 - 1), st.sampled_from([None, 0.5]))
+def test_seed_keeps_the_best_start(case, seed, scale):
+    g, c = case
+    if scale is not None:
+        c = c.with_memory(int(scale * single_device_peak(g)) + 1)
+    start = legal_start(g, c, seed)
+    out = Seed()(g, c, PlanState(assignment=start))
+    assert rule_violations(g, out.assignment) == []
+    s = simulate(g, c, out.assignment)
+    assert out.makespan_us == pytest.approx(s.makespan_us)
+    figures = out.stats["seed"]["starts"]
+    assert set(figures) >= {"incoming", "heft", "etf"}
+    if scale is None:
+        assert all(s.makespan_us <= f["makespan_us"] + 1e-9 for f in figures.values())
+    else:   # feasible first, then the shortest
+        assert "m-heft" in figures
+        assert s.feasible or not any(f["feasible"] for f in figures.values())
+        mine = (not s.feasible, float(s.overflow().sum()), s.makespan_us - 1e-9)
+        assert all(mine <= (not f["feasible"], f["overflow_bytes"], f["makespan_us"]) for f in figures.values())
+    if out.stats["seed"]["chosen"] != "incoming":
+        assert any(np.array_equal(a, start) for a in out.alternatives)
+    again = Seed()(g, c, PlanState(assignment=start))
+    assert np.array_equal(out.assignment, again.assignment)
+    assert len(out.alternatives) == len(again.alternatives) <= Seed().max_alternatives
+    assert all(np.array_equal(a, b) for a, b in zip(out.alternatives, again.alternatives))
+
+
+def test_independent_chains_spread_over_four_devices():
+    """8 chains of 5 x 10 us: 400 us on one device, 100 us with two chains per device."""
+    g = chains(8, 5)
+    c = Cluster.homogeneous(4)
+    one = np.zeros(g.num_nodes, dtype=np.int64)
+    assert simulate(g, c, one).makespan_us == 400.0
+    for mode in ("heft", "etf"):
+        dev, _, finish = _listsched.schedule(g, c, mode)
+        assert simulate(g, c, dev).makespan_us == pytest.approx(100.0) == finish.max()
+    out = Seed()(g, c, PlanState(assignment=one))
+    assert out.makespan_us == pytest.approx(100.0)
+    assert out.stats["seed"]["chosen"] == "heft"
+    assert len(out.alternatives) >= 1 and np.array_equal(out.alternatives[0], one)
+
+
+def test_predicted_times_are_the_simulators_on_a_fan():
+    """a's one tensor feeds six consumers: one transfer (12 + 5 us) per destination device, shared by its
+    consumers there."""
+    g = tiny([("a", 1, 12000)] + [(f"b{i}", 10) for i in range(6)], [("a", f"b{i}") for i in range(6)])
+    c = Cluster.homogeneous(4, latency_us=5.0, bandwidth_bytes_per_us=1000.0)
+    for mode in ("heft", "etf"):
+        dev, start, finish = _listsched.schedule(g, c, mode)
+        s = simulate(g, c, dev)
+        assert np.allclose(start, s.start_us) and np.allclose(finish, s.finish_us)
+        assert len(s.transfers) == len(set(dev[1:7].tolist()) - {dev[0]})
+
+
+def test_a_cross_device_control_edge_costs_latency_only():
+    """a (device 0) -control-> b (device 1): b starts at 3 + 5 us, and no transfer is made."""
+    g = tiny([("a", 3, 10**6, {"pinned": 0}), ("b", 2, 0, {"pinned": 1})], [("a", "b", {"control": True})])
+    c = Cluster.homogeneous(2, latency_us=5.0, bandwidth_bytes_per_us=1.0)
+    for mode in ("heft", "etf"):
+        dev, start, finish = _listsched.schedule(g, c, mode)
+        s = simulate(g, c, dev)
+        assert start.tolist() == s.start_us.tolist() == [0.0, 8.0] and len(s.transfers) == 0
+
+
+def test_link_reservation_avoids_an_overloaded_link():
+    """12 tensors of 40 kB leave device 0 (45 us each on a 1 GB/s link) for 20 us consumers.
+
+    Priced per edge, every remote device looks equally good, so a contention-blind list scheduler sends
+    the tensors round robin and they queue on the links (160 us). Reserving the links shows a transfer
+    waiting for the one before it: more consumers stay on device 0 (133 us), and the scheduler's own
+    times are the simulator's.
+    """
+    g = pinned_fan(12, 40000)
+    c = Cluster.homogeneous(4, latency_us=5.0, bandwidth_bytes_per_us=1000.0)
+    for mode in ("heft", "etf"):
+        dev, start, finish = _listsched.schedule(g, c, mode)
+        s = simulate(g, c, dev)
+        assert np.allclose(finish, s.finish_us)
+        blind = simulate(g, c, PLACERS[mode](g, c).assignment)
+        assert s.makespan_us == pytest.approx(133.0) and blind.makespan_us == pytest.approx(160.0)
+
+
+def test_speeds_units_and_pins():
+    """A faster device takes the longer work; a colocation group stays whole; a pinned unit stays put.
+
+    HEFT puts everything on the fast device (31.25 us); ETF, by earliest start, runs c on the slow one (40 us).
+    """
+    g = tiny([("a", 40, 10, {"colocation": "g"}), ("b", 40, 10, {"colocation": "g"}), ("c", 40, 10),
+              ("d", 5, 10, {"pinned": 1})], [("a", "b")])
+    c = Cluster((Device("/device:GPU:0", speed=1.0), Device("/device:GPU:1", speed=4.0)), 0.0, 1e12)
+    for mode in ("heft", "etf"):
+        dev, start, finish = _listsched.schedule(g, c, mode)
+        assert dev[0] == dev[1] == 1 and dev[3] == 1      # the group goes where it runs 4x faster
+        assert rule_violations(g, dev) == []
+        assert finish.max() == simulate(g, c, dev).makespan_us == {"heft": 31.25, "etf": 40.0}[mode]
+
+
+def test_memory_aware_schedule_moves_off_a_full_device():
+    """Two independent 100-byte-weight ops on devices of 150 bytes: without memory both would pick device 0
+    (no link cost difference and ETF's first device); with memory they split."""
+    g = tiny([("a", 10, 0, {"persistent_bytes": 100}), ("b", 1, 0, {"persistent_bytes": 100}), ("c", 10)],
+             [("b", "c")])
+    c = Cluster.homogeneous(2, memory_bytes=150, latency_us=0.0, bandwidth_bytes_per_us=1e12)
+    for mode in ("heft", "etf"):
+        dev, _, _ = _listsched.schedule(g, c, mode, memory=True)
+        assert dev[0] != dev[1]
+        assert simulate(g, c, dev).feasible
+
+
+def test_seed_options_and_registry():
+    p = parse_pipeline("slice,map,seed{schedulers=etf,memory=false,keep_within=0.5},refine")
+    seed = p.passes[2]
+    assert isinstance(seed, Seed) and seed.schedulers == "etf" and seed.memory is False
+    g = chains(4, 3)
+    c = Cluster.homogeneous(2)
+    out = seed(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "etf"}
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        Seed(schedulers="cpop")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+    state, _ = p.run(g, c)
+    assert rule_violations(g, state.assignment) == []
+    one = Cluster.homogeneous(1)
+    st1 = Seed()(g, one, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+    assert st1.stats["seed"]["skipped"]
