@@ -16,6 +16,8 @@ from .placement import Placement
 from .progress import Progress
 
 METHOD = "pardnn"
+SEEDS = {"fast": {"schedulers": "heft"}, "default": {}, "best": {"schedulers": "heft,etf,etf-rank"}}
+"""The seed pass's options at each effort (``{}``: its defaults)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,9 @@ class PardnnOptions:
     """Step 2's heuristic: knapsack (I), residual (II) or auto (by graph size)."""
     effort: str = "default"
     """``fast``, ``default`` or ``best``: how much the refinement searches (``pardnn partition --effort``)."""
+    seed: bool = True
+    """Also start from list-scheduling plans (the ``seed`` pass) and return nothing worse than any start
+    (the ``best`` pass)."""
     pipeline: str | None = None
     """A pipeline spec that replaces the one the options above describe (``pardnn partition --pipeline``)."""
 
@@ -41,7 +46,7 @@ class PardnnOptions:
 def default_spec(options: PardnnOptions | None = None) -> str:
     """The pipeline spec the options describe (see `pardnn.pipeline.parse_pipeline`).
 
-    With every option at its default: ``slice,map,refine,memory,refine-mem``.
+    With every option at its default: ``slice,map,seed,refine,memory,refine-mem,best``.
     """
     o = options or PardnnOptions()
     if o.pipeline:
@@ -53,11 +58,15 @@ def default_spec(options: PardnnOptions | None = None) -> str:
     mapping = {k: v for k, v, default in (("comm_weight", o.comm_weight, 1.0),
                                           ("try_fewer_devices", o.try_fewer_devices, True)) if v != default}
     parts = [spec_entry("slice"), spec_entry("map", **mapping)]
+    if o.seed:
+        parts.append(spec_entry("seed", **SEEDS[o.effort]))
     if refine:
         parts.append(spec_entry("refine", **evals))
     parts.append(spec_entry("memory", **({} if o.memory_heuristic == "auto" else {"heuristic": o.memory_heuristic})))
     if refine and o.refine_memory:
         parts.append(spec_entry("refine-mem", **evals))
+    if o.seed:
+        parts.append(spec_entry("best"))
     return ",".join(parts)
 
 

@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", help="append every row to this JSON-lines file")
     ap.add_argument("--resume", action="store_true", help="with --rows: keep its rows and run only the rest")
     ap.add_argument("--table-only", action="store_true", help="with --rows: print the table of its rows, run nothing")
+    ap.add_argument("--baseline-rows", help="take the baselines' rows from this file (theirs do not change when "
+                    "pardnn does); --rows then holds pardnn's")
     ap.add_argument("--sums", help="another checksum list (to try this script on graphs outside the set)")
     ap.add_argument("--no-check", action="store_true", help="do not verify the graphs against SHA256SUMS")
     args = ap.parse_args(argv)
@@ -218,6 +220,11 @@ def main(argv: list[str] | None = None) -> None:
         rows = [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.strip()]
     else:
         rows = run(args)
+    if args.baseline_rows:
+        ours = {(r["graph"], r["k"], r["regime"]) for r in rows if r["method"] == DEFAULT_METHOD}
+        rows = [r for r in rows if r["method"] == DEFAULT_METHOD] + [
+            r for r in (json.loads(line) for line in Path(args.baseline_rows).read_text().splitlines() if line.strip())
+            if r["method"] != DEFAULT_METHOD and (r["graph"], r["k"], r["regime"]) in ours]
     print(f"\n{len(rows)} rows; {time.perf_counter() - t0:.0f} s on {platform.node()} "
           f"({platform.processor() or platform.machine()})\n")
     print(tables(rows))

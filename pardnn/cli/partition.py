@@ -100,7 +100,7 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
                    "or best (the most simulations; slowest). Each is deterministic.")
 @click.option("--pipeline", "pipeline_spec", metavar="SPEC", callback=lambda c, p, v: _check_pipeline(v),
               help="The pardnn method's passes, e.g. \"slice,map,refine{max_evals=400}\" (default: "
-                   "slice,map,refine,memory,refine-mem; see docs/partitioner.md). Replaces --memory-heuristic "
+                   "slice,map,seed,refine,memory,refine-mem,best; see docs/partitioner.md). Replaces --memory-heuristic "
                    "--effort and --refine-evals.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")

@@ -64,8 +64,8 @@ class Effort:
 
 
 EFFORTS = {
-    "fast": Effort(work=2e6, boost=1.0, floor=10, kicks=False, ceiling=2000),
-    "default": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000),
+    "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500),
+    "default": Effort(work=5e6, boost=1.0, floor=30, kicks=True, ceiling=3000),
     "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pardnn.cluster import Cluster
-from pardnn.machine import simulate
+from pardnn.cluster import Cluster, Device
+from pardnn.machine import simulate, single_device_peak
 from pardnn.partitioner import PardnnOptions, default_spec, run as run_pardnn
-from pardnn.passes.keep_best import KeepBest
+from pardnn.passes.keep_best import KeepBest, plan_key
 from pardnn.passes.refine import EFFORTS, Refine, default_budget
 from pardnn.pipeline import PlanState
 
 from ..helpers import tiny
-from .common import free_links
+from .common import free_links, random_cases
 
 
 def test_best_keeps_a_faster_start():
@@ -47,7 +49,8 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
                                  ceiling=EFFORTS[e].ceiling)
                for e in EFFORTS}
     assert budgets["fast"] < budgets["default"] <= budgets["best"]
-    assert default_spec(PardnnOptions(effort="fast")) == "slice,map,refine{effort=fast},memory,refine-mem{effort=fast}"
+    assert default_spec(PardnnOptions(effort="fast")) == \
+        "slice,map,seed{schedulers=heft},refine{effort=fast},memory,refine-mem{effort=fast},best"
     with pytest.raises(ValueError, match="unknown effort 'hard'"):
         Refine(effort="hard")(g, free_links(2), PlanState(assignment=np.zeros(50, dtype=np.int64)))
 
@@ -63,3 +66,22 @@ def test_each_effort_is_deterministic_and_fast_spends_less():
     for e, (plan, state, _) in runs.items():
         assert run_pardnn(g, c, PardnnOptions(effort=e))[0].same_as(plan)
     assert runs["fast"][1].stats["refine"]["budget"] < runs["default"][1].stats["refine"]["budget"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([None, 0.3, 0.6, 1.2]))
+def test_the_pipeline_is_never_worse_than_any_of_its_starts(case, scale):
+    """The mapped plan and every list-scheduled seed are starts; the result beats or ties each of them
+    by the machine model's order (fits first, then step time; else less overflow), with and without
+    memory limits."""
+    g, c = case
+    if scale is not None:
+        cap = max(1, int(scale * single_device_peak(g)))
+        c = Cluster(tuple(Device(d.name, memory_bytes=cap) for d in c.devices), c.latency_us,
+                    c.bandwidth_bytes_per_us)
+    plan, state, _ = run_pardnn(g, c, PardnnOptions(refine_evals=60))
+    assert "incoming" in {label for label, _ in state.starts}    # seeds equal to it are not listed twice
+    bounded = scale is not None
+    final = plan_key(simulate(g, c, plan.assignment), bounded)
+    for label, dev in state.starts:
+        assert final <= plan_key(simulate(g, c, dev), bounded), label

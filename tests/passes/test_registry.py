@@ -64,12 +64,13 @@ def test_requires_is_checked_before_a_pass_runs(evict_registered):
 
 
 def test_the_default_spec_is_the_default_pipeline_and_round_trips():
-    assert default_spec() == "slice,map,refine,memory,refine-mem"
+    assert default_spec() == "slice,map,seed,refine,memory,refine-mem,best"
     assert str(default_pipeline()) == default_spec()
     spec = default_spec(PardnnOptions(refine_evals=50, memory_heuristic="residual", comm_weight=0.5))
-    assert spec == "slice,map{comm_weight=0.5},refine{max_evals=50},memory{heuristic=residual},refine-mem{max_evals=50}"
+    assert spec == ("slice,map{comm_weight=0.5},seed,refine{max_evals=50},memory{heuristic=residual},"
+                    "refine-mem{max_evals=50},best")
     assert str(parse_pipeline(spec)) == spec
-    assert default_spec(PardnnOptions(refine_evals=0)) == "slice,map,memory"
+    assert default_spec(PardnnOptions(refine_evals=0)) == "slice,map,seed,memory,best"
     # refine-mem is refine with presets
     rm = make_pass("refine-mem")
     assert type(rm).__name__ == "Refine" and rm.respect_memory is True and rm.only_if_changed is True
