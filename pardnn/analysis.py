@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._jit import njit
 from .errors import GraphError
 
 if TYPE_CHECKING:   # the IR calls these analyses (its cycle check); they only read its arrays
@@ -81,17 +82,22 @@ def topological_levels(g: OpGraph) -> np.ndarray:
     if "levels" in c:
         return c["levels"]
     ptr, eids = g.out_csr
-    succ = g.edge_dst[eids].tolist()
-    ptr_l = ptr.tolist()
-    level = [0] * g.num_nodes
-    for v in topological_order(g).tolist():
-        lv = level[v] + 1
-        for u in succ[ptr_l[v]:ptr_l[v + 1]]:
-            if level[u] < lv:
-                level[u] = lv
-    lv_arr = np.asarray(level, dtype=np.int64)
+    lv_arr = _levels(topological_order(g), ptr, g.edge_dst[eids])
     c["levels"] = lv_arr
     return lv_arr
+
+
+@njit
+def _levels(order, ptr, succ):
+    """`topological_levels` over ``order``, with successors ``succ[ptr[v]:ptr[v + 1]]``."""
+    level = np.zeros(order.shape[0], dtype=np.int64)
+    for v in order:
+        lv = level[v] + 1
+        for j in range(ptr[v], ptr[v + 1]):
+            u = succ[j]
+            if level[u] < lv:
+                level[u] = lv
+    return level
 
 
 def topological_order(g: OpGraph) -> np.ndarray:
