@@ -257,30 +257,32 @@ def layer_anchors(g: OpGraph) -> np.ndarray:
     ph = phases(g)
     if ph is None:
         return pos.astype(np.float64)
-    anchor = pos.astype(np.float64)
     ptr, eids = g.in_csr
-    src = g.edge_src[eids].tolist()
-    nbytes = g.edge_bytes[eids].tolist()
-    ctrl = g.edge_control[eids].tolist()
-    ph_l = ph.tolist()
-    anc = anchor.tolist()
-    ptr_l = ptr.tolist()
-    for v in order.tolist():
-        if ph_l[v] == FORWARD:
+    return _anchors(order, pos.astype(np.float64), ph, ptr, g.edge_src[eids], g.edge_bytes[eids],
+                    g.edge_control[eids])
+
+
+@njit
+def _anchors(order, anc, ph, ptr, src, nbytes, ctrl):
+    """`layer_anchors`' sweep: ``anc`` (topological positions) updated in place and returned."""
+    for v in order:
+        if ph[v] == FORWARD:
             continue
         best_fwd, best_b = -1, -1
-        low = None
-        for i in range(ptr_l[v], ptr_l[v + 1]):
+        has_low = False
+        low = 0.0
+        for i in range(ptr[v], ptr[v + 1]):
             if ctrl[i]:
                 continue
             u = src[i]
-            if ph_l[u] == FORWARD and nbytes[i] >= best_b:
+            if ph[u] == FORWARD and nbytes[i] >= best_b:
                 if nbytes[i] > best_b or anc[u] > anc[best_fwd]:
                     best_fwd, best_b = u, nbytes[i]
-            if low is None or anc[u] < low:
+            if not has_low or anc[u] < low:
+                has_low = True
                 low = anc[u]
         if best_fwd >= 0:
             anc[v] = anc[best_fwd] + 0.5
-        elif low is not None:
+        elif has_low:
             anc[v] = low + 0.5
-    return np.asarray(anc)
+    return anc
