@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._jit import njit
 from .errors import GraphError
 
 if TYPE_CHECKING:   # the IR calls these analyses (its cycle check); they only read its arrays
@@ -81,17 +82,22 @@ def topological_levels(g: OpGraph) -> np.ndarray:
     if "levels" in c:
         return c["levels"]
     ptr, eids = g.out_csr
-    succ = g.edge_dst[eids].tolist()
-    ptr_l = ptr.tolist()
-    level = [0] * g.num_nodes
-    for v in topological_order(g).tolist():
-        lv = level[v] + 1
-        for u in succ[ptr_l[v]:ptr_l[v + 1]]:
-            if level[u] < lv:
-                level[u] = lv
-    lv_arr = np.asarray(level, dtype=np.int64)
+    lv_arr = _levels(topological_order(g), ptr, g.edge_dst[eids])
     c["levels"] = lv_arr
     return lv_arr
+
+
+@njit
+def _levels(order, ptr, succ):
+    """`topological_levels` over ``order``, with successors ``succ[ptr[v]:ptr[v + 1]]``."""
+    level = np.zeros(order.shape[0], dtype=np.int64)
+    for v in order:
+        lv = level[v] + 1
+        for j in range(ptr[v], ptr[v + 1]):
+            u = succ[j]
+            if level[u] < lv:
+                level[u] = lv
+    return level
 
 
 def topological_order(g: OpGraph) -> np.ndarray:
@@ -251,30 +257,32 @@ def layer_anchors(g: OpGraph) -> np.ndarray:
     ph = phases(g)
     if ph is None:
         return pos.astype(np.float64)
-    anchor = pos.astype(np.float64)
     ptr, eids = g.in_csr
-    src = g.edge_src[eids].tolist()
-    nbytes = g.edge_bytes[eids].tolist()
-    ctrl = g.edge_control[eids].tolist()
-    ph_l = ph.tolist()
-    anc = anchor.tolist()
-    ptr_l = ptr.tolist()
-    for v in order.tolist():
-        if ph_l[v] == FORWARD:
+    return _anchors(order, pos.astype(np.float64), ph, ptr, g.edge_src[eids], g.edge_bytes[eids],
+                    g.edge_control[eids])
+
+
+@njit
+def _anchors(order, anc, ph, ptr, src, nbytes, ctrl):
+    """`layer_anchors`' sweep: ``anc`` (topological positions) updated in place and returned."""
+    for v in order:
+        if ph[v] == FORWARD:
             continue
         best_fwd, best_b = -1, -1
-        low = None
-        for i in range(ptr_l[v], ptr_l[v + 1]):
+        has_low = False
+        low = 0.0
+        for i in range(ptr[v], ptr[v + 1]):
             if ctrl[i]:
                 continue
             u = src[i]
-            if ph_l[u] == FORWARD and nbytes[i] >= best_b:
+            if ph[u] == FORWARD and nbytes[i] >= best_b:
                 if nbytes[i] > best_b or anc[u] > anc[best_fwd]:
                     best_fwd, best_b = u, nbytes[i]
-            if low is None or anc[u] < low:
+            if not has_low or anc[u] < low:
+                has_low = True
                 low = anc[u]
         if best_fwd >= 0:
             anc[v] = anc[best_fwd] + 0.5
-        elif low is not None:
+        elif has_low:
             anc[v] = low + 0.5
-    return np.asarray(anc)
+    return anc

@@ -14,6 +14,7 @@ the temporary file.
 from __future__ import annotations
 
 import contextvars
+import gc
 import gzip
 import json
 import os
@@ -57,12 +58,29 @@ def read_text(path: str | os.PathLike) -> str:
         raise InputError(f"{p}: not UTF-8 text (byte {exc.start})") from None
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Run the block without the cyclic garbage collector (restored afterwards when it was on).
+
+    For building millions of small containers that make no cycles (a large graph file's parse and
+    its columns): each collection would walk all of them again, a third of the time of the build.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Parsed JSON; an error names the file, line and column."""
     p = Path(path)
     text = read_text(p)
     try:
-        return json.loads(text)
+        with paused_gc():
+            return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:

@@ -214,23 +214,26 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
             n += 1
     best_nb = np.full(C, -1, dtype=np.int64)
     best_comm = np.zeros(C)
-    if n > 0:
-        key = pair_a[:n] * C + pair_b[:n]
-        order = np.argsort(key, kind="mergesort")
-        i = 0
-        while i < n:
-            k0 = key[order[i]]
-            s = 0.0
-            j = i
-            while j < n and key[order[j]] == k0:
-                s += pair_c[order[j]]
-                j += 1
-            a = pair_a[order[i]]
-            b = pair_b[order[i]]
+    # per cluster a, the communication s with each neighbour b (summed in edge order); the neighbour
+    # with the most, the lowest id on ties, when that is more than 0
+    aptr, pairs = _csr(pair_a[:n], C)
+    acc = np.zeros(C)
+    seen = np.full(C, -1, dtype=np.int64)
+    for a in range(C):
+        for j in range(aptr[a], aptr[a + 1]):
+            i = pairs[j]
+            acc[pair_b[i]] += pair_c[i]
+        for j in range(aptr[a], aptr[a + 1]):
+            b = pair_b[pairs[j]]
+            if seen[b] == a:
+                continue
+            seen[b] = a
+            s = acc[b]
             if s > best_comm[a] or (s == best_comm[a] and best_nb[a] >= 0 and b < best_nb[a]):
                 best_comm[a] = s
                 best_nb[a] = b
-            i = j
+        for j in range(aptr[a], aptr[a + 1]):
+            acc[pair_b[pairs[j]]] = 0.0
     # lightest secondary clusters first
     sec = np.arange(num_primary, C)
     sec_order = sec[np.argsort(work[num_primary:], kind="mergesort")]
@@ -294,6 +297,29 @@ def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, p
             dev[v] = best
             _fen_add(tree, best, L, level[v], w[v])
     return dev
+
+
+@njit
+def straddling(unit, num_units, cluster_of):
+    """Whether each node's unit has members in more than one cluster (``cluster_of``)."""
+    lo = np.zeros(num_units, dtype=np.int64)
+    hi = np.zeros(num_units, dtype=np.int64)
+    seen = np.zeros(num_units, dtype=np.bool_)
+    for v in range(unit.shape[0]):
+        u = unit[v]
+        c = cluster_of[v]
+        if not seen[u]:
+            seen[u] = True
+            lo[u] = c
+            hi[u] = c
+        elif c < lo[u]:
+            lo[u] = c
+        elif c > hi[u]:
+            hi[u] = c
+    out = np.empty(unit.shape[0], dtype=np.bool_)
+    for v in range(unit.shape[0]):
+        out[v] = lo[unit[v]] != hi[unit[v]]
+    return out
 
 
 @njit

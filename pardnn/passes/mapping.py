@@ -35,7 +35,7 @@ from ..cluster import Cluster
 from ..machine import CostModel, Evaluator, device_order
 from ..ir import OpGraph
 from ..pipeline import PlanState
-from ._kernels import map_clusters, resolve_units
+from ._kernels import map_clusters, resolve_units, straddling
 
 
 def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
@@ -48,23 +48,20 @@ def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
     first, the order load balancing takes them in. Returns (cluster per node, number of clusters).
     """
     unit = g.unit
-    n_units = g.num_units
-    lo = np.full(n_units, np.iinfo(np.int64).max)
-    hi = np.full(n_units, -1)
-    np.minimum.at(lo, unit, cluster_of)
-    np.maximum.at(hi, unit, cluster_of)
-    straddle = lo[unit] != hi[unit]
+    straddle = straddling(unit, g.num_units, cluster_of)
     out = cluster_of.copy()
     next_id = int(cluster_of.max()) + 1 if g.num_nodes else 0
     out[straddle] = next_id + unit[straddle]
     # renumber: primaries keep 0..P-1 (even when a primary lost every member); secondaries, old and new,
     # follow heaviest first
     sec = out >= num_primary
-    ids, inv = np.unique(out[sec], return_inverse=True)
-    work = np.bincount(inv, weights=w[sec])
-    rank = np.empty(ids.size, dtype=np.int64)
-    rank[np.lexsort((ids, -work))] = np.arange(ids.size)
-    out[sec] = num_primary + rank[inv]
+    old = out[sec]
+    work_of = np.bincount(old, weights=w[sec])       # each cluster's sum in node order, as np.unique's would be
+    ids = np.flatnonzero(np.bincount(old))           # the secondary clusters, ascending
+    work = work_of[ids]
+    rank = np.empty(work_of.size, dtype=np.int64)
+    rank[ids[np.lexsort((ids, -work))]] = np.arange(ids.size)
+    out[sec] = num_primary + rank[old]
     return out, int(num_primary + ids.size)
 
 
@@ -120,10 +117,15 @@ class Map:
             for k in ks:
                 dev = map_onto(g, cluster, state, k, comm_weight=self.comm_weight, merge_factor=self.merge_factor,
                                cm=cm, split_groups=split_groups)
-                s = ev.schedule(dev, memory=bounded)
-                # with memory limits: least overflow first, then the shortest step
-                key = s.shortfall_key() if bounded else (0.0, float(s.makespan_us))
-                tried[(k, split_groups)] = float(s.makespan_us)
+                # a plan met before (often k = 1 with and without split groups) is not simulated again
+                same = next((r for r in results if np.array_equal(r[3], dev)), None)
+                if same is not None:
+                    key, tried[(k, split_groups)] = same[0], tried[(same[1], same[2])]
+                else:
+                    s = ev.schedule(dev, memory=bounded)
+                    # with memory limits: least overflow first, then the shortest step
+                    key = s.shortfall_key() if bounded else (0.0, float(s.makespan_us))
+                    tried[(k, split_groups)] = float(s.makespan_us)
                 results.append((key, k, split_groups, dev))
         results.sort(key=lambda r: (r[0], r[1], r[2]))
         key, k, split_groups, dev = results[0]

@@ -107,11 +107,13 @@ class _Units:
         return self.members_sorted[self.ptr[u]:self.ptr[u + 1]]
 
 
-def _comm_delta(units: _Units, A: np.ndarray, dev: np.ndarray, u: int, target: int) -> float:
-    """Communication added by moving unit ``u`` to ``target`` (negative: saved)."""
+def _comm_sums(units: _Units, A: np.ndarray, dev: np.ndarray, u: int) -> tuple[np.ndarray, int]:
+    """Per device ``e``, ``A[members, e].sum()`` (the same sum, bit for bit: a row of a contiguous copy),
+    and the device unit ``u`` is on. Moving ``u`` from ``here`` to ``e`` adds ``sums[here] - sums[e] -
+    2 * internal_c[u]`` of communication (negative: saved).
+    """
     mem = units.members(u)
-    here = int(dev[mem[0]])
-    return float(A[mem, here].sum() - A[mem, target].sum() - 2 * units.internal_c[u])
+    return A[mem].T.copy().sum(axis=1), int(dev[mem[0]])
 
 
 def level_at(s: Schedule, device: int, t: float) -> float:
@@ -154,10 +156,13 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
             if u in taken:
                 continue
             best = None
+            sums = None
             for e in range(K):
                 if e == d or room_peak[e] < pers[u] or room_t[e] < pot[u]:
                     continue
-                cost = max(units.work[u] + _comm_delta(units, A, dev, u, e), 1e-3)
+                if sums is None:
+                    sums, here = _comm_sums(units, A, dev, u)
+                cost = max(units.work[u] + float(sums[here] - sums[e] - 2 * units.internal_c[u]), 1e-3)
                 if best is None or cost < best[0]:
                     best = (cost, e)
             if best is not None:
@@ -202,17 +207,35 @@ def residual_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
         if cand.size == 0:
             continue
         ratio = (units.work[cand] + 1.0) / area[cand]
+        order = cand[np.argsort(ratio, kind="stable")]
         freed = 0.0
-        for u in cand[np.argsort(ratio, kind="stable")].tolist():
-            if freed >= over[d] * (1 + margin):
+        enough = float(over[d] * (1 + margin))
+        rooms = room.tolist()
+        devs = range(len(rooms))
+        for u, fp, a in zip(order.tolist(), units.footprint[order].tolist(), area[order].tolist()):
+            if freed >= enough:
                 break
-            e = int(np.argmax(room))
-            if e == d or room[e] < units.footprint[u]:
+            e = max(devs, key=rooms.__getitem__)      # the first device with the most room, as np.argmax
+            if e == d or rooms[e] < fp:
                 break
             moves.append((u, e))
-            room[e] -= units.footprint[u]
-            freed += area[u]
+            rooms[e] -= fp
+            freed += a
+        room = np.array(rooms)
     return moves
+
+
+def apply_moves(units: _Units, dev: np.ndarray, moves: list[tuple[int, int]]) -> np.ndarray:
+    """A copy of ``dev`` with each moved unit's members on its new device (a unit moved twice: the last)."""
+    if not moves:
+        return dev.copy()
+    mu, me = np.array(moves, dtype=np.int64).T
+    target = np.full(units.n, -1, dtype=np.int64)
+    _, last = np.unique(mu[::-1], return_index=True)
+    keep = mu.size - 1 - last
+    target[mu[keep]] = me[keep]
+    to = target[units.unit]
+    return np.where(to >= 0, to, dev)
 
 
 def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tuple[int, int]]:
@@ -343,7 +366,7 @@ class FitMemory:
             return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
                                     overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
         # candidate A: repair the step-1 plan by moves
-        candidates = {"repair": self._repair(g, cluster, cm, units, ev, dev0, heuristic)}
+        candidates = {"repair": self._repair(g, cluster, cm, units, ev, dev0, heuristic, s0)}
         # candidate B: heuristic II's path split, then the same repair
         if self.split_fallback:
             split = memory_split(g, cluster, ev)
@@ -368,13 +391,15 @@ class FitMemory:
             overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations,
             candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1]} for k, v in candidates.items()})
 
-    def _repair(self, g, cluster, cm, units, ev, dev, heuristic):
-        """Run the move loop from ``dev``; return (key, assignment, schedule) of the best plan seen.
+    def _repair(self, g, cluster, cm, units, ev, dev, heuristic, s=None):
+        """Run the move loop from ``dev`` (whose schedule ``s`` is, when given); return (key, assignment,
+        schedule) of the best plan seen.
 
         When a round of moves does not reduce the overflow, the worst device's run of ops is split at
         its peak instead (heuristic II's second half).
         """
-        s = ev.schedule(dev, memory=True)
+        if s is None:
+            s = ev.schedule(dev, memory=True)
         best = (s.shortfall_key(), dev, s)
         stuck = 0
         for _ in range(self.max_iterations):
@@ -386,9 +411,7 @@ class FitMemory:
                 moves = split or moves
             if not moves:
                 break
-            trial = dev.copy()
-            for u, e in moves:
-                trial[units.members(u)] = e
+            trial = apply_moves(units, dev, moves)
             s2 = ev.schedule(trial, memory=True)
             if s2.shortfall_key() < best[0]:
                 best = (s2.shortfall_key(), trial, s2)
