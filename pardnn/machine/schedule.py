@@ -32,6 +32,7 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..ir import OpGraph
 from ..placement import Placement
+from .._jit import njit
 from .kernel import run_kernel
 
 # Memory item kinds
@@ -413,21 +414,41 @@ def _critical_chain(g: OpGraph, s: Schedule) -> Chain:
         firsts = eorder[np.concatenate([[True], g.edge_dst[eorder[1:]] != g.edge_dst[eorder[:-1]]])]
         last_in[g.edge_dst[firsts]] = firsts
     waited = start > ready + 1e-9
-    kinds, srcs, dsts, delays = [], [], [], []
-    v = int(np.argmax(finish))
-    seen = set()
-    while v not in seen:
-        seen.add(v)
+    kinds, srcs, dsts, delays = _trace_chain(int(np.argmax(finish)), waited, prev, last_in,
+                                             g.edge_src.astype(np.int64), start, ready, finish,
+                                             np.asarray(arr, dtype=np.float64))
+    return Chain(kinds, srcs, dsts, delays)
+
+
+@njit
+def _trace_chain(v, waited, prev, last_in, edge_src, start, ready, finish, arr):
+    """The backward walk of `_critical_chain`, compiled: one step per link of the chain."""
+    V = waited.shape[0]
+    kinds = np.empty(V, dtype=np.int64)
+    srcs = np.empty(V, dtype=np.int64)
+    dsts = np.empty(V, dtype=np.int64)
+    delays = np.empty(V, dtype=np.float64)
+    seen = np.zeros(V, dtype=np.bool_)
+    n = 0
+    while not seen[v]:
+        seen[v] = True
         if waited[v] and prev[v] >= 0:
-            u = int(prev[v])
-            kinds.append(DEVICE); srcs.append(u); dsts.append(v); delays.append(start[v] - ready[v])
+            u = prev[v]
+            kinds[n] = DEVICE
+            srcs[n] = u
+            dsts[n] = v
+            delays[n] = start[v] - ready[v]
+            n += 1
             v = u
             continue
         e = last_in[v]
         if e < 0:
             break
-        u = int(g.edge_src[e])
-        kinds.append(EDGE); srcs.append(u); dsts.append(v); delays.append(arr[e] - finish[u])
+        u = edge_src[e]
+        kinds[n] = EDGE
+        srcs[n] = u
+        dsts[n] = v
+        delays[n] = arr[e] - finish[u]
+        n += 1
         v = u
-    return Chain(np.asarray(kinds, dtype=np.int64), np.asarray(srcs, dtype=np.int64),
-                 np.asarray(dsts, dtype=np.int64), np.asarray(delays, dtype=np.float64))
+    return kinds[:n].copy(), srcs[:n].copy(), dsts[:n].copy(), delays[:n].copy()
