@@ -112,3 +112,24 @@ def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
                          (["--method", "heft", "--pipeline", "slice,map"], "applies to the pardnn method only")):
         r = CliRunner().invoke(cli, args + extra)
         assert r.exit_code == 2 and words in r.output, r.output
+
+
+def test_the_command_line_takes_an_effort(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from pardnn import save_graph
+    from pardnn.cli import cli
+
+    save_graph(four_chains(), tmp_path / "g.json")
+    args = ["partition", str(tmp_path / "g.json"), "-k", "3", "-o", str(tmp_path / "p.json")]
+    r = CliRunner().invoke(cli, args + ["--effort", "fast"])
+    assert r.exit_code == 0, r.output
+    assert list(json.loads((tmp_path / "p.json").read_text())["pass_seconds"]) == \
+        ["slice", "map", "seed", "refine", "memory", "refine-mem", "best"]
+    for extra, words in ((["--effort", "hard"], "'hard' is not one of"),
+                         (["--pipeline", "slice,map", "--effort", "best"], "--pipeline replaces"),
+                         (["--method", "heft", "--effort", "best"], "applies to the pardnn method only")):
+        r = CliRunner().invoke(cli, args + extra)
+        assert r.exit_code == 2 and words in r.output, r.output
