@@ -61,12 +61,17 @@ class Effort:
     """Perturb and descend again when descent stalls with budget left (iterated local search)."""
     ceiling: int
     """The budget's ceiling, reached on tiny graphs."""
+    mem_work: float
+    """``work`` for the memory-aware refinement after step 2 (`respect_memory` True), which recovers the
+    step time step 2 gave up; it runs only when step 2 changed the plan."""
+    mem_ceiling: int
+    """``ceiling`` for that refinement."""
 
 
 EFFORTS = {
-    "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500),
-    "default": Effort(work=5e6, boost=1.0, floor=30, kicks=True, ceiling=3000),
-    "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000),
+    "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
+    "default": Effort(work=5e6, boost=1.0, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000),
+    "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
 BUDGET_WORK = EFFORTS["best"].work
@@ -324,8 +329,10 @@ class Refine:
                 first = simulate(g, cluster, state.assignment, memory=True)
                 if not first.feasible:
                     floor = min(floor, self.overflow_floor)
+            after_step2 = self.respect_memory is True
             budget = default_budget(g, floor=floor, boost=effort.boost if self.boost is None else self.boost,
-                                    work=effort.work, ceiling=effort.ceiling)
+                                    work=effort.mem_work if after_step2 else effort.work,
+                                    ceiling=effort.mem_ceiling if after_step2 else effort.ceiling)
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
