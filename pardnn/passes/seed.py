@@ -38,10 +38,10 @@ from . import _listsched
 class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
-    schedulers: str = "heft,etf"
-    """Comma-separated list schedulers to seed with: ``heft`` (upward-rank order, earliest finish), ``etf``
-    (earliest start among ready ops, ties by static level) and ``etf-rank`` (ties by upward rank), all
-    contention-aware (`pardnn.passes._listsched`)."""
+    schedulers: str = "heft+etf"
+    """List schedulers to seed with, joined by ``+`` (a comma would end the option in a pipeline spec):
+    ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops, ties by static
+    level) and ``etf-rank`` (ties by upward rank), all contention-aware (`pardnn.passes._listsched`)."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -53,7 +53,7 @@ class Seed:
     """The ETF-like schedulers (about 5x HEFT's time) run only on graphs up to this many ops."""
 
     def _starts(self, bounded: bool, big: bool = False) -> list[tuple[str, str, bool]]:
-        names = [s.strip() for s in str(self.schedulers).split(",") if s.strip()]
+        names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
         for s in names:
             if s not in _listsched.MODES:
                 raise ValueError(f"seed: unknown scheduler {s!r}; known: {', '.join(_listsched.MODES)}")

@@ -85,3 +85,11 @@ def test_the_pipeline_is_never_worse_than_any_of_its_starts(case, scale):
     final = plan_key(simulate(g, c, plan.assignment), bounded)
     for label, dev in state.starts:
         assert final <= plan_key(simulate(g, c, dev), bounded), label
+
+
+@pytest.mark.parametrize("effort", ["fast", "default", "best"])
+def test_every_effort_spec_parses_and_round_trips(effort):
+    from pardnn.pipeline import parse_pipeline
+
+    spec = default_spec(PardnnOptions(effort=effort))
+    assert str(parse_pipeline(spec)) == spec
