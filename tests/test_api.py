@@ -47,7 +47,7 @@ def test_options_reach_the_pipeline_and_baselines_take_none():
     assert list(plan.meta["pass_seconds"]) == ["slice", "map"]
     timings: list = []
     partition(g, c, options=PardnnOptions(refine_evals=0), timings=timings)
-    assert [t.name for t in timings] == ["slice", "map", "memory"]
+    assert [t.name for t in timings] == ["slice", "map", "seed", "memory", "best"]
     with pytest.raises(InputError, match="method 'heft' takes no options"):
         partition(g, c, method="heft", options=PardnnOptions())
     with pytest.raises(InputError, match="unknown method 'nope'"):
