@@ -375,10 +375,18 @@ class FitMemory:
         # binds everywhere, shedding the cheapest bytes (weights and optimizer state with little compute)
         # from a serial plan can beat repairing a parallel one that pays in transfers.
         if self.compact_fallback and g.num_nodes <= self.knapsack_max_nodes:
-        
             pins = g.unit_pin[g.unit]
             compact = np.where(pins >= 0, pins, int(device_order(cluster)[0]))
             candidates["compact"] = self._repair(g, cluster, cm, units, ev, compact, "knapsack")
+        # candidate D: when nothing fits yet, each start the pipeline recorded (the mapped plan before
+        # refinement, the list-scheduling seeds), repaired the same way, until one fits. A plan refined for
+        # step time alone can be harder to repair than the plain one it came from.
+        for label, start in state.starts:
+            if any(v[0][0] <= 0 for v in candidates.values()):
+                break
+            if np.array_equal(start, dev0):
+                continue
+            candidates[f"start {label}"] = self._repair(g, cluster, cm, units, ev, start.copy(), heuristic)
         # the fastest feasible plan, else the least overflowing
         name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
         moved = int(np.count_nonzero(dev != dev0))
