@@ -93,7 +93,7 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
                    ceiling: int = 20000) -> int:
     """Simulations allowed: about ``boost`` x ``work`` / (V + E) up to `BOOST_FULL_BELOW`, the boost
     falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and ``ceiling`` for
-    tiny ones (``ceiling``).
+    tiny ones.
 
     A simulation costs O(V + E), so at the best effort refinement takes a few seconds on graphs up to
     ~50k ops. On the largest graphs the budget falls towards its floor.

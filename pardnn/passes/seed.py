@@ -7,9 +7,10 @@ per (port, destination), a link held for latency + bytes / bandwidth, control
 edges cost latency), simulates each of them and the incoming assignment
 (SPEC §1), and keeps the best:
 
-* the order: plans that fit memory first (when some device's memory is
-  bounded; then less total overflow), then the shorter step, then the
-  incoming plan before the seeds, the seeds in ``schedulers`` order;
+* the order: the ``best`` pass's `plan_key` (plans that fit memory first, when
+  some device's memory is bounded; then the shorter step, or among plans that
+  do not fit less total overflow), then the incoming plan before the seeds,
+  the seeds in ``schedulers`` order;
 * ``alternatives``: the incoming plan when it is not chosen, then the other
   plans within ``keep_within`` of the chosen one's step time (and fitting
   memory if it fits), then the alternatives the state already had, at most
@@ -32,6 +33,7 @@ from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import PlanState
 from . import _listsched
+from .keep_best import plan_key
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,7 @@ class Seed:
                 continue
             s = simulate(g, cluster, dev, memory=bounded)
             over = float(s.overflow().sum()) if bounded else 0.0
-            key = (0 if s.feasible else 1, over, float(s.makespan_us), i)
-            scored.append((key, label, dev, s))
+            scored.append((plan_key(s, bounded) + (i,), label, dev, s))
             figures[label] = {"makespan_us": float(s.makespan_us), "feasible": bool(s.feasible),
                               "overflow_bytes": over, "seconds": round(secs, 4)}
         scored.sort(key=lambda r: r[0])
@@ -111,9 +112,9 @@ class Seed:
 
         if best_label != "incoming":
             add(state.assignment)
-        limit = best_key[2] * (1.0 + self.keep_within)
+        limit = float(best_s.makespan_us) * (1.0 + self.keep_within)
         for key, label, dev, s in scored[1:]:
-            if key[2] <= limit and key[0] <= best_key[0]:
+            if s.makespan_us <= limit and key[0] <= best_key[0]:
                 add(dev)
         for dev in state.alternatives:
             add(dev)
