@@ -16,7 +16,7 @@ from .placement import Placement
 from .progress import Progress
 
 METHOD = "pardnn"
-SEEDS = {"fast": {"schedulers": "heft"}, "default": {}, "best": {"schedulers": "heft+etf+etf-rank"}}
+SEEDS = {"fast": {"schedulers": "heft+metis"}, "default": {}, "best": {"schedulers": "heft+etf+etf-rank+metis"}}
 """The seed pass's options at each effort (``{}``: its defaults)."""
 
 

@@ -24,7 +24,7 @@ pinned units in place as possible (`scipy.optimize.linear_sum_assignment`),
 and then every pinned unit is moved to its device. METIS runs with a fixed
 seed, so the result is deterministic.
 
-pymetis is an optional dependency (the ``bench`` and ``dev`` extras).
+pymetis is a core dependency: the partitioner's seed pass also starts from a METIS partition.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _pymetis():
     try:
         import pymetis
     except ImportError:
-        raise MissingDependencyError("the metis placers need pymetis: pip install 'pardnn[bench]'") from None
+        raise MissingDependencyError("the metis placers and the seed pass need pymetis: pip install pymetis") from None
     return pymetis
 
 
@@ -169,14 +169,19 @@ def match_parts(parts: np.ndarray, pins: np.ndarray, cluster: Cluster) -> np.nda
     return mapping
 
 
-def _place(g: OpGraph, cluster: Cluster, memory: bool, method: str) -> Placement:
+def assignment(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
+    """The device of every op: METIS's parts matched to devices, pinned units on their devices."""
     if g.num_nodes == 0:
-        return placement(g, cluster, np.zeros(0), method)
+        return np.zeros(0, dtype=np.int64)
     parts = partition(g, cluster, memory=memory)
     pins = np.asarray(unit_pins(g, cluster.num_devices), dtype=np.int64)
     unit_dev = match_parts(parts, pins, cluster)[parts]
     unit_dev = np.where(pins >= 0, pins, unit_dev)
-    return placement(g, cluster, unit_dev[g.unit], method)
+    return unit_dev[g.unit]
+
+
+def _place(g: OpGraph, cluster: Cluster, memory: bool, method: str) -> Placement:
+    return placement(g, cluster, assignment(g, cluster, memory=memory), method)
 
 
 def place(g: OpGraph, cluster: Cluster) -> Placement:

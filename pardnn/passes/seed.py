@@ -32,18 +32,24 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import PlanState
+from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
+
+STARTS = (*_listsched.MODES, "metis")
+"""The starting plans the seed pass knows."""
 
 
 @dataclass(frozen=True)
 class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
-    schedulers: str = "heft+etf"
-    """List schedulers to seed with, joined by ``+`` (a comma would end the option in a pipeline spec):
-    ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops, ties by static
-    level) and ``etf-rank`` (ties by upward rank), all contention-aware (`pardnn.passes._listsched`)."""
+    schedulers: str = "heft+etf+metis"
+    """Starting plans to seed with, joined by ``+`` (a comma would end the option in a pipeline spec): the
+    list schedulers ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops,
+    ties by static level) and ``etf-rank`` (ties by upward rank), all contention-aware
+    (`pardnn.passes._listsched`); and ``metis``, a balanced minimum-cut partition of the units
+    (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut)."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -57,8 +63,8 @@ class Seed:
     def _starts(self, bounded: bool, big: bool = False) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
         for s in names:
-            if s not in _listsched.MODES:
-                raise ValueError(f"seed: unknown scheduler {s!r}; known: {', '.join(_listsched.MODES)}")
+            if s not in STARTS:
+                raise ValueError(f"seed: unknown scheduler {s!r}; known: {', '.join(STARTS)}")
         mem = self.memory
         if mem not in (True, False, "auto"):
             raise ValueError(f"seed: memory must be true, false or auto, got {mem!r}")
@@ -87,7 +93,10 @@ class Seed:
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
         for label, mode, mem in starts:
             t0 = time.perf_counter()
-            dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
+            if mode == "metis":
+                dev = metis.assignment(g, cluster, memory=mem)
+            else:
+                dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
             cands.append((label, dev, time.perf_counter() - t0))
         scored = []
         figures = {}

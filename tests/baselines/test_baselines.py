@@ -274,7 +274,6 @@ def two_chains(group: bool):
 
 
 def test_metis_cuts_the_light_edge():
-    pytest.importorskip("pymetis")
     g = two_chains(group=False)
     c = Cluster.homogeneous(2)
     a = assigned(g, metis.place(g, c))
@@ -284,7 +283,6 @@ def test_metis_cuts_the_light_edge():
 
 
 def test_metis_keeps_a_group_whole():
-    pytest.importorskip("pymetis")
     g = two_chains(group=True)
     c = Cluster.homogeneous(2)
     for place in (metis.place, metis.place_m):
@@ -298,7 +296,6 @@ def test_m_metis_splits_memory_by_capacity():
     8 ops with 100 B persistent and 8 without, all 1 us, no edges; capacities 600 and 200.
     Compute splits 8/8, memory 600/200: device 1 gets exactly two of the heavy ops.
     """
-    pytest.importorskip("pymetis")
     g = tiny([(f"m{i}", 1, 0, {"persistent_bytes": 100}) for i in range(8)] + [(f"z{i}", 1) for i in range(8)], [])
     c = Cluster((Device("a", 600), Device("b", 200)))
     p = metis.place_m(g, c)
@@ -310,7 +307,6 @@ def test_m_metis_splits_memory_by_capacity():
 def test_metis_with_fewer_units_than_devices_gives_each_unit_a_device(capfd):
     """Three independent ops, four devices: METIS itself cannot make more parts than vertices (it prints
     an error and its answer then varies from run to run), so each unit gets a device of its own."""
-    pytest.importorskip("pymetis")
     g = tiny([("x", 5, 0, {"persistent_bytes": 10}), ("y", 5), ("z", 5)], [])
     c = Cluster.homogeneous(4)
     for place in (metis.place, metis.place_m):
@@ -322,7 +318,6 @@ def test_metis_with_fewer_units_than_devices_gives_each_unit_a_device(capfd):
 
 
 def test_metis_moves_pinned_units_after_matching_parts_to_devices():
-    pytest.importorskip("pymetis")
     g = two_chains(group=False)
     pinned = tiny([(n, 10, BIG, {"pinned": 1} if n == "a0" else {}) for n in g.names],
                   [(g.names[s], g.names[d], {"bytes": int(b)}) for s, d, b in
@@ -416,8 +411,6 @@ CLUSTERS = st.sampled_from([
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(g=graphs(), cluster=CLUSTERS)
 def test_every_placer_places_everything_validly_and_deterministically(name, g, cluster):
-    if name.endswith("metis"):
-        pytest.importorskip("pymetis")
     K = cluster.num_devices
     p = PLACERS[name](g, cluster)
     a = p.assignment

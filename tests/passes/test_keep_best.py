@@ -50,7 +50,7 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
                for e in EFFORTS}
     assert budgets["fast"] < budgets["default"] <= budgets["best"]
     assert default_spec(PardnnOptions(effort="fast")) == \
-        "slice,map,seed{schedulers=heft},refine{effort=fast},memory,refine-mem{effort=fast},best"
+        "slice,map,seed{schedulers=heft+metis},refine{effort=fast},memory,refine-mem{effort=fast},best"
     with pytest.raises(ValueError, match="unknown effort 'hard'"):
         Refine(effort="hard")(g, free_links(2), PlanState(assignment=np.zeros(50, dtype=np.int64)))
 
@@ -71,7 +71,7 @@ def test_each_effort_is_deterministic_and_fast_spends_less():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.sampled_from([None, 0.3, 0.6, 1.2]))
 def test_the_pipeline_is_never_worse_than_any_of_its_starts(case, scale):
-    """The mapped plan and every list-scheduled seed are starts; the result beats or ties each of them
+    """The mapped plan and every seed (list schedules, the METIS cut) are starts; the result beats or ties each of them
     by the machine model's order (fits first, then step time; else less overflow), with and without
     memory limits."""
     g, c = case

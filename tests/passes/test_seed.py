@@ -1,5 +1,5 @@
-"""`pardnn.passes.seed` and its list schedulers (`pardnn.passes._listsched`): valid plans, link reservations
-as the simulator makes them, and a seeded plan never worse than any start."""
+"""`pardnn.passes.seed`, its list schedulers (`pardnn.passes._listsched`) and its METIS start: valid plans,
+link reservations as the simulator makes them, and a seeded plan never worse than any start."""
 
 from __future__ import annotations
 
@@ -72,11 +72,15 @@ def test_seed_keeps_the_best_start(case, seed, scale):
     s = simulate(g, c, out.assignment)
     assert out.makespan_us == pytest.approx(s.makespan_us)
     figures = out.stats["seed"]["starts"]
-    assert set(figures) >= {"incoming", "heft", "etf"}
+    assert set(figures) >= {"incoming", "heft", "etf", "metis"}
+    # the METIS start is the metis baseline's plan (m-metis's under memory limits)
+    for label in ("metis",) if scale is None else ("metis", "m-metis"):
+        base = simulate(g, c, PLACERS[label](g, c).assignment)
+        assert figures[label]["makespan_us"] == pytest.approx(base.makespan_us)
     if scale is None:
         assert all(s.makespan_us <= f["makespan_us"] + 1e-9 for f in figures.values())
     else:   # feasible first, then the shortest
-        assert "m-heft" in figures
+        assert {"m-heft", "m-metis"} <= set(figures)
         assert s.feasible or not any(f["feasible"] for f in figures.values())
         mine = (not s.feasible, float(s.overflow().sum()), s.makespan_us - 1e-9)
         assert all(mine <= (not f["feasible"], f["overflow_bytes"], f["makespan_us"]) for f in figures.values())
@@ -185,3 +189,24 @@ def test_seed_options_and_registry():
     one = Cluster.homogeneous(1)
     st1 = Seed()(g, one, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     assert st1.stats["seed"]["skipped"]
+
+
+def test_a_balanced_cut_of_two_towers_is_a_start():
+    """Two towers of 20 ops exchange 1 MB per op inside a tower and 1 byte between them at the end.
+
+    On a 1 GB/s link with 50 us latency, every op-level split costs far more than it gains; one tower per
+    device nearly halves the step. The METIS start is exactly that cut, whatever the list schedulers find.
+    """
+    nodes = [(f"t{j}_{i}", 10, 10**6 if i < 19 else 1) for j in range(2) for i in range(20)] + [("end", 1, 1)]
+    edges = [(f"t{j}_{i}", f"t{j}_{i + 1}") for j in range(2) for i in range(19)] + \
+        [(f"t{j}_19", "end") for j in range(2)]
+    g = tiny(nodes, edges)
+    c = Cluster.homogeneous(2, latency_us=50.0, bandwidth_bytes_per_us=1000.0)
+    one = np.zeros(g.num_nodes, dtype=np.int64)
+    out = Seed(schedulers="metis")(g, c, PlanState(assignment=one))
+    dev = out.assignment
+    assert out.stats["seed"]["chosen"] == "metis"
+    assert len(set(dev[:20].tolist())) == 1 and len(set(dev[20:40].tolist())) == 1 and dev[0] != dev[20]
+    # a tower (200 us), one 1-byte transfer (50 us latency + 0.001 us), the end op (1 us): against 401 us
+    assert simulate(g, c, one).makespan_us == 401.0
+    assert out.makespan_us == pytest.approx(200 + 50 + 0.001 + 1)
