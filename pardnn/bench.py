@@ -145,7 +145,7 @@ def minimum_need(g: OpGraph) -> int:
     """What the largest colocation group plus the largest op need (static estimate)."""
     mem = static_memory(g)
     unit_need = float(np.bincount(g.unit, weights=mem).max()) if g.num_nodes else 0.0
-    op_need = float((g.output_bytes_total + g.temp_bytes).max()) if g.num_nodes else 0.0
+    op_need = float((g.alloc_bytes_total + g.temp_bytes).max()) if g.num_nodes else 0.0
     return int(unit_need + op_need)
 
 

@@ -53,6 +53,10 @@ MAX_PORT = 2 ** 20
 """The largest output port number."""
 MAX_PIN = 2 ** 31 - 1
 """The largest device index a node may be pinned to."""
+FORWARDED_AS = "forwarded_as"
+"""The optional edge field naming the consumer's output port that reuses this input's buffer (an op that
+forwards its input, such as TensorFlow's ``Identity``/``IdentityN``/``Reshape`` or ONNX's ``Reshape``:
+docs/formats.md). Kept with the edge's other fields in ``edge_extra``; read through `OpGraph.port_forward`."""
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,6 +133,53 @@ class OpGraph:
     def output_bytes_total(self) -> np.ndarray:
         """Sum of a node's output port sizes."""
         return np.add.reduceat(np.append(self.port_bytes, 0), self.port_ptr[:-1]) * (np.diff(self.port_ptr) > 0)
+
+    @cached_property
+    def port_forward(self) -> np.ndarray:
+        """For each global output port, the data edge whose input buffer the port forwards, or -1.
+
+        A forwarded output (edge field ``forwarded_as``, docs/formats.md) allocates nothing on its own
+        device: it is the buffer that arrived on that edge, which then stays alive as long as the output
+        is needed there (SPEC §1 extension, docs/machine-model.md). Raises `GraphError` naming the edge
+        when a ``forwarded_as`` is not a port of the consumer, sits on a control edge, or two inputs
+        claim one port.
+        """
+        fwd = np.full(self.num_ports, -1, dtype=np.int64)
+        if not self.edge_extra:
+            return fwd
+        names, ptr = self.names, self.port_ptr
+        for e, extra in enumerate(self.edge_extra):
+            if not extra or FORWARDED_AS not in extra:
+                continue
+            p = extra[FORWARDED_AS]
+            src, dst = int(self.edge_src[e]), int(self.edge_dst[e])
+            where = f"edge {names[src]!r} -> {names[dst]!r}"
+            if p is None:
+                continue
+            if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0:
+                raise GraphError(f"{where}: {FORWARDED_AS} must be an output port number of {names[dst]!r}, "
+                                 f"got {p!r}")
+            if self.edge_control[e]:
+                raise GraphError(f"{where}: a control edge carries no tensor, so it cannot be {FORWARDED_AS}")
+            if p >= ptr[dst + 1] - ptr[dst]:
+                raise GraphError(f"{where}: {FORWARDED_AS} {p}, but {names[dst]!r} has "
+                                 f"{int(ptr[dst + 1] - ptr[dst])} output port(s)")
+            gp = int(ptr[dst] + p)
+            if fwd[gp] >= 0:
+                raise GraphError(f"{where}: output port {p} of {names[dst]!r} already forwards the input from "
+                                 f"{names[int(self.edge_src[fwd[gp]])]!r}")
+            fwd[gp] = e
+        return fwd
+
+    @cached_property
+    def port_alloc_bytes(self) -> np.ndarray:
+        """Bytes each output port allocates on its producer's device: `port_bytes`, 0 where forwarded."""
+        return np.where(self.port_forward >= 0, 0, self.port_bytes)
+
+    @cached_property
+    def alloc_bytes_total(self) -> np.ndarray:
+        """Sum of a node's `port_alloc_bytes`: what its outputs allocate when it starts."""
+        return np.add.reduceat(np.append(self.port_alloc_bytes, 0), self.port_ptr[:-1]) * (np.diff(self.port_ptr) > 0)
 
     # ---- adjacency ---------------------------------------------------------
     @cached_property
@@ -229,6 +280,7 @@ class OpGraph:
             raise GraphError(f"graph {self.name!r}: its byte counts add up to {total:.4g}, more than "
                              f"{MAX_TOTAL_BYTES:.4g}; check the sizes")
         self._check_pinned_groups()
+        _ = self.port_forward     # checks every forwarded_as
         topological_order(self)   # the cycle check (cached on the graph)
         return self
 

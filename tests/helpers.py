@@ -153,23 +153,40 @@ def reference_simulate(g: OpGraph, cluster: Cluster, dev: list[int]):
         t = min(future)
     makespan = max([f for f in finish if f is not None] + [st[2] for st in tstate.values()] + [0.0])
 
-    # Memory by brute force at every instant.
+    # Memory by brute force at every instant. A forwarded output ((consumer, port) -> the (producer, port)
+    # whose buffer it reuses, from the edges' "forwarded_as") allocates nothing and keeps that buffer alive
+    # as long as it is needed itself: the producer's copy on the same device, else the received copy.
+    forwards = {}
+    for e in range(g.num_edges):
+        extra = g.edge_extra[e] if g.edge_extra else None
+        if extra and extra.get("forwarded_as") is not None:
+            forwards[(int(g.edge_dst[e]), extra["forwarded_as"])] = (int(g.edge_src[e]), int(g.edge_port[e]))
+
+    def needed_until(v, p):
+        free = finish[v]
+        for s, d, pp, b, c in edges:
+            if s == v and pp == p and not c and dev[d] == dev[v]:
+                free = max(free, finish[d])
+        for key, st in tstate.items():
+            if key[0] == v and key[1] == p:
+                free = max(free, st[2])
+        for (u, q), (s, sp) in forwards.items():
+            if (s, sp) == (v, p) and dev[u] == dev[v]:
+                free = max(free, needed_until(u, q))
+        return free
+
     items = []   # (device, alloc, free, bytes)
     for v in range(V):
         for p in range(int(g.port_ptr[v + 1] - g.port_ptr[v])):
-            size = int(g.port_bytes[g.port_ptr[v] + p])
-            free = finish[v]
-            for s, d, pp, b, c in edges:
-                if s == v and pp == p and not c and dev[d] == dev[v]:
-                    free = max(free, finish[d])
-            for key, st in tstate.items():
-                if key[0] == v and key[1] == p:
-                    free = max(free, st[2])
-            items.append((dev[v], start[v], free, size))
+            size = 0 if (v, p) in forwards else int(g.port_bytes[g.port_ptr[v] + p])
+            items.append((dev[v], start[v], needed_until(v, p), size))
         if g.temp_bytes[v]:
             items.append((dev[v], start[v], finish[v], int(g.temp_bytes[v])))
     for key, st in tstate.items():
         free = max([st[2]] + [finish[u] for u in tcons[key]])
+        for (u, q), (s, sp) in forwards.items():
+            if (s, sp) == key[:2] and dev[u] == key[2]:
+                free = max(free, needed_until(u, q))
         items.append((key[2], st[1], free, tbytes[key]))
     peaks = []
     for d in range(K):

@@ -30,7 +30,12 @@ flag, never a silent 1.
   each edge to a reader carries the weight's bytes, so a reader on another
   device pays one transfer and holds a received copy. ``Constant`` nodes
   follow the same rule: they hold their value as ``persistent_bytes``, take
-  no time, and their edges carry the value's bytes.
+  no time, and their edges carry the value's bytes;
+* **forwarded outputs.** ``Identity``, ``Reshape``, ``Squeeze``,
+  ``Unsqueeze`` and ``Flatten`` may hand their input's buffer on
+  (onnxruntime's kernels declare the alias): the edge of input 0 is marked
+  ``forwarded_as`` 0, so the output allocates nothing on its own device and
+  keeps the input's buffer alive instead (docs/machine-model.md).
 
 **Costs.** ``options.profile_steps > 0``: an onnxruntime profile with graph
 optimisations off, ``profile_steps`` runs after a warm-up, combined with

@@ -9,12 +9,16 @@ import onnx
 
 from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
-from pardnn.ir import GraphBuilder, OpGraph
+from pardnn.ir import FORWARDED_AS, GraphBuilder, OpGraph
 
 from .model import _GRAD_BUFFER_SUFFIX, PreparedModel
 from .shapes import _GRAD_NAME, STATE_UPDATE_OPS
 
 TimeFn = Callable[[onnx.NodeProto], tuple[float, float]]   # node -> (time_us, flops)
+
+FORWARDING_OPS = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+"""ONNX ops whose output 0 may be their input 0's buffer (onnxruntime's kernels declare the alias): the
+input's edge is marked ``forwarded_as`` 0, so the output allocates nothing on its own device."""
 
 
 def subgraph_captures(node: onnx.NodeProto) -> list[str]:
@@ -196,6 +200,8 @@ def to_graph(pm: PreparedModel, time_fn: TimeFn, *, name: str, source: str | Non
         raise InputError(f"{pm.path}: node {reader!r} reads {t!r}, which no node, input or initializer provides")
 
     for i, n in enumerate(nodes):
+        forwards = n.op_type in FORWARDING_OPS and n.domain in ("", "ai.onnx") and len(n.input) > 0 \
+            and bool(n.input[0]) and len(n.output) > 0 and bool(n.output[0])
         for t in reads[i]:
             if t in inits and t not in node_of_init:
                 continue   # folded into this node
@@ -205,7 +211,11 @@ def to_graph(pm: PreparedModel, time_fn: TimeFn, *, name: str, source: str | Non
                 if t not in n.input:   # a subgraph value defined in an enclosing body, not the graph
                     continue
                 raise
-            b.add_edge(src, n.name, port=port, bytes=size)
+            extra = {}
+            if forwards and t == n.input[0]:
+                extra[FORWARDED_AS] = 0
+                forwards = False      # one edge forwards (a value read twice is one buffer)
+            b.add_edge(src, n.name, port=port, bytes=size, **extra)
 
     # Training state: a parameter, its gradient buffer and the ops that update it in place share a device.
     if training:

@@ -11,6 +11,12 @@ Per node and output port:
   bytes, except outputs that alias memory already counted as persistent:
   variable reads (``ReadVariableOp``, ``Identity`` of a ref variable) and
   constants, which are 0.
+* **forwarded outputs**: an op that hands its input's buffer on
+  (``Identity``, ``IdentityN``, ``Reshape``, ``Squeeze``, ``ExpandDims``,
+  ``StopGradient``, ``Snapshot``, ...: `FORWARDING_OPS`) marks that input's
+  edge ``forwarded_as`` its output port, so the output allocates nothing on
+  its own device and keeps the input's buffer alive instead
+  (docs/machine-model.md).
 * **persistent bytes**: a variable's shape times its dtype size (model
   weights and optimizer slots alike); a constant's tensor bytes.
 * **time**: the profile's robust per-step average (a loop body's ops summed
@@ -36,7 +42,7 @@ import numpy as np
 
 from pardnn.analysis import topologically_sorted
 from pardnn.errors import InputError
-from pardnn.ir import GraphBuilder, OpGraph
+from pardnn.ir import FORWARDED_AS, GraphBuilder, OpGraph
 
 from ..roofline import get_profile
 from . import loops
@@ -52,6 +58,10 @@ from .shapes import (TensorInfo, format_shape, import_graph, static_tensor_info,
 log = logging.getLogger("pardnn.frontends.tensorflow")
 
 BACK_EDGE_SOURCES = frozenset({"NextIteration", "RefNextIteration"})
+FORWARDING_OPS = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
+                            "EnsureShape", "Reshape", "Squeeze", "ExpandDims", "PlaceholderWithDefault",
+                            "DebugIdentity", "DebugIdentityV2"})
+"""Ops whose output 0 is their first input's buffer (`forwarded_output`; IdentityN forwards every input)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,15 +177,19 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
     cut: list[list[str]] = []
     for n in names:
         nd = node_defs[n]
+        data_input = 0
         for ref in nd.input:
             src, port, control = parse_input(ref)
             if control:
                 b.add_edge(src, n, control=True)
                 continue
+            i, data_input = data_input, data_input + 1
             if node_defs[src].op in BACK_EDGE_SOURCES:
                 cut.append([src, n])
                 continue
-            b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port])
+            out = forwarded_output(nd.op, i, len(info[n]))
+            extra = {FORWARDED_AS: out} if out is not None and tensor_bytes[n][out] > 0 else {}
+            b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port], **extra)
     if cut:
         log.warning("%s: cut %d while-loop back edge(s) (NextIteration -> Merge) so the graph is a DAG; "
                     "a loop body appears once, its time %s", where, len(cut),
@@ -195,6 +209,20 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
     meta["phases"] = phase_counts(phases)
     g = dataclasses.replace(g, node_extra=tuple(extras), meta=meta)
     return TFImport(graph=g, model=model, profile=prof)
+
+
+def forwarded_output(op: str, data_input: int, num_outputs: int) -> int | None:
+    """The output port of a ``op`` node that reuses the buffer of its ``data_input``-th data input, or None.
+
+    TensorFlow's kernels for these ops hand their input's buffer on instead of allocating
+    (``set_output(i, input(i))`` or a reshaped view of it, `FORWARDING_OPS`); ``IdentityN`` forwards input
+    ``i`` as output ``i``.
+    """
+    if op == "IdentityN":
+        return data_input if data_input < num_outputs else None
+    if op in FORWARDING_OPS and data_input == 0 and num_outputs >= 1:
+        return 0
+    return None
 
 
 def _scale_loops(g: OpGraph, node_defs, info, graph, *, scale: bool) -> OpGraph:

@@ -156,8 +156,9 @@ class MemoryTracker:
         self.unit_pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64)).tolist()
         self.unit_charged = [False] * len(self.unit_pers)
         self.port_ptr = g.port_ptr.tolist()
-        self.port_bytes = g.port_bytes.astype(np.float64).tolist()
-        self.out_total = g.output_bytes_total.astype(np.float64).tolist()
+        self.port_bytes = g.port_bytes.astype(np.float64).tolist()          # a received copy's size
+        self.own_bytes = g.port_alloc_bytes.astype(np.float64).tolist()     # the producer's copy (0: forwarded)
+        self.out_total = g.alloc_bytes_total.astype(np.float64).tolist()
         self.temp = g.temp_bytes.astype(np.float64).tolist()
         data = ~g.edge_control
         pid = g.edge_port_id
@@ -175,7 +176,7 @@ class MemoryTracker:
         if eids.size:
             pairs = np.unique(np.stack([g.edge_dst[eids], pid[eids]], axis=1), axis=0)
             np.add.at(in_bytes, pairs[:, 0], g.port_bytes[pairs[:, 1]])
-        self.need_bound = (g.output_bytes_total + g.temp_bytes + np.asarray(self.unit_pers)[g.unit]
+        self.need_bound = (g.alloc_bytes_total + g.temp_bytes + np.asarray(self.unit_pers)[g.unit]
                            + in_bytes).tolist() if g.num_nodes else []
         for u, d in enumerate(pins):
             if d >= 0:
@@ -255,10 +256,10 @@ class MemoryTracker:
             usage[d] += self.unit_pers[u]
             self.unit_charged[u] = True
         self.dev[v] = d
-        pb, cons = self.port_bytes, self.consumers
+        pb, own, cons = self.port_bytes, self.own_bytes, self.consumers
         for p in range(self.port_ptr[v], self.port_ptr[v + 1]):
             if cons[p]:
-                usage[d] += pb[p]
+                usage[d] += own[p]
         freed: set[int] = set()
         dev, rec, owner = self.dev, self.received, self.owner
         for i in range(self.in_ptr[v], self.in_ptr[v + 1]):
@@ -271,7 +272,7 @@ class MemoryTracker:
                     usage[d] += pb[p]
             cons[p] -= 1
             if cons[p] == 0:
-                usage[s] -= pb[p]
+                usage[s] -= own[p]
                 freed.add(s)
                 for e in rec.pop(p, ()):
                     usage[e] -= pb[p]

@@ -21,7 +21,7 @@ from .common import capacity_shares
 
 def static_memory(g: OpGraph) -> np.ndarray:
     """A per-node upper bound on what it ever holds: persistent + all outputs + temp."""
-    return (g.persistent_bytes + g.output_bytes_total + g.temp_bytes).astype(np.float64)
+    return (g.persistent_bytes + g.alloc_bytes_total + g.temp_bytes).astype(np.float64)
 
 
 def unit_order(g: OpGraph) -> np.ndarray:

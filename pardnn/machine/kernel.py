@@ -13,7 +13,11 @@ preallocated numpy arrays:
 
 Memory is reference counted: a producer's tensor is freed when its last
 same-device consumer finishes and its last transfer arrives; a received copy
-when its last consumer there finishes. Frees and allocations are gathered
+when its last consumer there finishes. A forwarded output (an op that reuses
+an input's buffer, `OpGraph.port_forward`) allocates nothing; its consumer
+keeps its hold on that input's buffer (the producer's copy or the received
+one) until the forwarded output is released in turn, so chains of forwards
+free the one buffer they share at the end of the chain. Frees and allocations are gathered
 per instant and committed when time moves on: the level at an instant is
 ``before - frees of older items + allocations`` (frees first, rule 5, and a
 zero-length item still counts), which is the peak candidate.
@@ -37,6 +41,9 @@ class StaticArrays:
     port_ptr: np.ndarray
     port_bytes: np.ndarray
     port_owner: np.ndarray
+    own_bytes: np.ndarray  # what each port allocates on its producer's device (0 where it forwards an input)
+    fwd: np.ndarray       # per port: the data edge (kernel order) whose buffer it forwards, or -1
+    efwd: np.ndarray      # per data edge (kernel order): whether its consumer forwards it
     pptr: np.ndarray      # data out-edges grouped by global port id: pptr[p]..pptr[p+1]
     d_dst: np.ndarray     # consumer of each data out-edge (that order)
     d_pid: np.ndarray     # its global port id
@@ -65,13 +72,22 @@ def static_arrays(g) -> StaticArrays:
     corder = ctrl[np.argsort(g.edge_src[ctrl], kind="stable")]
     cptr = np.zeros(V + 1, dtype=np.int64)
     np.cumsum(np.bincount(g.edge_src[ctrl], minlength=V), out=cptr[1:])
+    # forwarded outputs, in the kernel's data-edge order
+    kpos = np.full(g.num_edges, -1, dtype=np.int64)
+    kpos[order] = np.arange(order.size)
+    gfwd = g.port_forward
+    fwd = np.full(gfwd.size, -1, dtype=np.int64)
+    fwd[gfwd >= 0] = kpos[gfwd[gfwd >= 0]]
+    efwd = np.zeros(order.size, dtype=np.bool_)
+    efwd[fwd[fwd >= 0]] = True
     return StaticArrays(
         time_us=g.time_us.astype(np.float64), temp=g.temp_bytes.astype(np.int64),
         port_ptr=g.port_ptr.astype(np.int64), port_bytes=g.port_bytes.astype(np.int64),
         port_owner=g.port_owner.astype(np.int64), pptr=pptr, d_dst=dst.astype(np.int64), d_pid=opid.astype(np.int64),
         d_bytes=g.edge_bytes[order].astype(np.int64), iptr=iptr, i_edge=iorder.astype(np.int64),
         cptr=cptr, c_dst=g.edge_dst[corder].astype(np.int64),
-        indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64))
+        indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64),
+        own_bytes=g.port_alloc_bytes.astype(np.int64), fwd=fwd, efwd=efwd)
 
 
 @njit
@@ -173,6 +189,28 @@ def _alloc(dev_d, nbytes, alloc, touched, tlist, tn):
 
 
 @leaf
+def _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem, tr_dst, tr_bytes,
+          tr_start, now, f_old, f_new, touched, tlist, tn):
+    """Port ``p`` is no longer needed (its count reached 0): free its buffer, or, when it forwards an input,
+    release the hold on that input's buffer, and so on down a chain of forwards. Returns the new ``tn``."""
+    while True:
+        e = fwd[p]
+        if e < 0:
+            o = port_owner[p]
+            return _free(dev[o], port_bytes[p], start[o], now, f_old, f_new, touched, tlist, tn)
+        t = edge_tid[e]
+        if t >= 0:      # it forwards a received copy
+            rec_rem[t] -= 1
+            if rec_rem[t] == 0:
+                tn = _free(tr_dst[t], tr_bytes[t], tr_start[t], now, f_old, f_new, touched, tlist, tn)
+            return tn
+        p = d_pid[e]    # it forwards the producer's own copy: one hold less on that port
+        port_rem[p] -= 1
+        if port_rem[p] != 0:
+            return tn
+
+
+@leaf
 def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn):
     """One input of op ``u`` (on device ``du``) is there; the last makes it ready. Returns the new ``dn``."""
     pending[u] -= 1
@@ -185,7 +223,7 @@ def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag,
 
 @njit
 def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
-                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, want_mem):
+                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, own_bytes, fwd, efwd, want_mem):
     """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, peak, peak_t)."""
     V = dev.shape[0]
     P = port_bytes.shape[0]
@@ -271,7 +309,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 en = _h3_push(et, ek, ei, 0, en, f, 0, v)
                 if want_mem:
                     for p in range(port_ptr[v], port_ptr[v + 1]):
-                        tn = _alloc(d, port_bytes[p], alloc, touched, tlist, tn)
+                        tn = _alloc(d, own_bytes[p], alloc, touched, tlist, tn)
                     tn = _alloc(d, temp[v], alloc, touched, tlist, tn)
         dn = 0
         for j in range(ln):
@@ -321,13 +359,15 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     # as a consumer: release the tensors it read
                     for i in range(iptr[x], iptr[x + 1]):
                         e = i_edge[i]
+                        if efwd[e]:     # forwarded: the hold passes to x's output (released in `_drop`)
+                            continue
                         t = edge_tid[e]
                         if t < 0:   # a same-device input: the producer's own copy
                             p = d_pid[e]
                             port_rem[p] -= 1
                             if port_rem[p] == 0:
-                                tn = _free(dx, port_bytes[p], start[port_owner[p]], now, f_old, f_new, touched,
-                                           tlist, tn)
+                                tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem,
+                                           rec_rem, tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)
                         else:
                             rec_rem[t] -= 1
                             if rec_rem[t] == 0:
@@ -366,7 +406,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                             ln = _enlist(lflag, llist, ln, link)
                     port_rem[p] = nlocal + ntr
                     if want_mem and port_rem[p] == 0:
-                        tn = _free(dx, port_bytes[p], start[x], now, f_old, f_new, touched, tlist, tn)
+                        tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
+                                   tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)
                 for i in range(cptr[x], cptr[x + 1]):
                     u = c_dst[i]
                     du = dev[u]
@@ -384,7 +425,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 ln = _enlist(lflag, llist, ln, link)
                 port_rem[p] -= 1
                 if want_mem and port_rem[p] == 0:
-                    tn = _free(pdev, port_bytes[p], start[port_owner[p]], now, f_old, f_new, touched, tlist, tn)
+                    tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
+                               tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)
                 for e in range(pptr[p], pptr[p + 1]):
                     u = d_dst[e]
                     if dev[u] == c:
@@ -439,4 +481,4 @@ def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
     return KernelRun(*simulate_kernel(
         cluster.num_devices, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
         sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
-        sa.cptr, sa.c_dst, sa.indeg, memory))
+        sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, sa.efwd, memory))

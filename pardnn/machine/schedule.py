@@ -259,19 +259,52 @@ def _memory_items(g: OpGraph, s: Schedule) -> MemoryItems:
     xd = np.flatnonzero(data & (dev[src] != dev[dst]))
     if xd.size:
         np.maximum.at(rec_free, s.transfer_rows(pid[xd], dev[dst[xd]]), finish[dst[xd]])
+    # A forwarded output allocates nothing and keeps the buffer it forwards (the producer's copy on the
+    # same device, else the received copy) until it is freed itself: deepest forwards of a chain first.
+    for level in _forward_levels(g)[::-1]:
+        e = g.port_forward[level]
+        local = dev[src[e]] == dev[dst[e]]
+        np.maximum.at(out_free, pid[e[local]], out_free[level[local]])
+        far = ~local
+        if far.any():
+            np.maximum.at(rec_free, s.transfer_rows(pid[e[far]], dev[dst[e[far]]]), out_free[level[far]])
     tmp = np.flatnonzero(g.temp_bytes > 0)
-    outs = np.flatnonzero(g.port_bytes > 0)
+    own = g.port_alloc_bytes
+    outs = np.flatnonzero(own > 0)
     port_index = outs - g.port_ptr[owner[outs]]
     rec = np.flatnonzero(tr.bytes > 0)
     return MemoryItems(
         device=np.concatenate([dev[owner[outs]], tr.dst_dev[rec], dev[tmp]]),
         alloc_us=np.concatenate([start[owner[outs]], tr.start_us[rec], start[tmp]]),
         free_us=np.concatenate([out_free[outs], rec_free[rec], finish[tmp]]),
-        bytes=np.concatenate([g.port_bytes[outs], tr.bytes[rec], g.temp_bytes[tmp]]),
+        bytes=np.concatenate([own[outs], tr.bytes[rec], g.temp_bytes[tmp]]),
         kind=np.concatenate([np.full(outs.size, OUTPUT), np.full(rec.size, RECEIVED), np.full(tmp.size, TEMP)]),
         ref=np.concatenate([owner[outs], rec, tmp]),
         port=np.concatenate([port_index, tr.port[rec], np.zeros(tmp.size, np.int64)]),
     )
+
+
+def _forward_levels(g: OpGraph) -> list[np.ndarray]:
+    """The forwarded ports grouped by depth: level 0 forwards a buffer of its own producer's making, level
+    ``i`` forwards an output of level ``i - 1`` (a chain of forwards). Placement-independent; cached."""
+    cached = g.__dict__.get("_forward_levels")
+    if cached is not None:
+        return cached
+    fwd = g.port_forward
+    ports = np.flatnonzero(fwd >= 0)
+    levels: list[np.ndarray] = []
+    if ports.size:
+        source = g.edge_port_id[fwd[ports]]          # the port each forwarded port forwards
+        depth = np.zeros(g.num_ports, dtype=np.int64)
+        for _ in range(ports.size + 1):              # longest chain first settles; a DAG has no cycle
+            new = np.where(fwd[source] >= 0, depth[source] + 1, 0)
+            if np.array_equal(new, depth[ports]):
+                break
+            depth[ports] = new
+        d = depth[ports]
+        levels = [ports[d == i] for i in range(int(d.max()) + 1)]
+    object.__setattr__(g, "_forward_levels", levels)
+    return levels
 
 
 def _sorted_events(m: MemoryItems) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

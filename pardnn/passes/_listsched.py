@@ -124,7 +124,7 @@ def prepare(g) -> ListSchedArrays:
     corder = ctrl[np.argsort(g.edge_dst[ctrl], kind="stable")]
     optr, oeids = g.out_csr
     cons = np.bincount(in_port, minlength=P).astype(np.int64)
-    held = np.where(cons > 0, g.port_bytes, 0).astype(np.int64)
+    held = np.where(cons > 0, g.port_alloc_bytes, 0).astype(np.int64)
     uptr, umem = g.unit_members
     return ListSchedArrays(
         time_us=g.time_us.astype(np.float64), in_ptr=_csr_by(in_dst, V), in_port=in_port.astype(np.int64),
@@ -133,7 +133,7 @@ def prepare(g) -> ListSchedArrays:
         out_dst=g.edge_dst[oeids].astype(np.int64),
         indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64),
         port_owner=g.port_owner.astype(np.int64), port_ptr=g.port_ptr.astype(np.int64), held=held, cons=cons,
-        out_total=g.output_bytes_total.astype(np.float64), temp=g.temp_bytes.astype(np.float64),
+        out_total=g.alloc_bytes_total.astype(np.float64), temp=g.temp_bytes.astype(np.float64),
         unit=g.unit.astype(np.int64),
         unit_pers=np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=g.num_units),
         unit_ptr=uptr.astype(np.int64), unit_mem=umem.astype(np.int64),

@@ -97,7 +97,7 @@ class _Units:
         self.work = np.bincount(self.unit, weights=cm.w, minlength=n)
         pers = np.bincount(self.unit, weights=g.persistent_bytes.astype(np.float64), minlength=n)
         biggest = np.zeros(n)
-        np.maximum.at(biggest, self.unit, (g.output_bytes_total + g.temp_bytes).astype(np.float64))
+        np.maximum.at(biggest, self.unit, (g.alloc_bytes_total + g.temp_bytes).astype(np.float64))
         self.footprint = pers + biggest           # what the unit surely needs wherever it goes
         internal = self.unit[g.edge_src] == self.unit[g.edge_dst]
         self.internal_c = np.bincount(self.unit[g.edge_src[internal]], weights=cm.c[internal], minlength=n)

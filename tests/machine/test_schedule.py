@@ -317,22 +317,27 @@ def test_predicted_block_matches_spec():
 # ---------------------------------------------------------------------------
 
 @st.composite
-def placed_graphs(draw, max_nodes: int = 14, max_devices: int = 3):
+def placed_graphs(draw, max_nodes: int = 14, max_devices: int = 3, with_forwards: bool = True):
     n = draw(st.integers(1, max_nodes))
     k = draw(st.integers(1, max_devices))
     b = GraphBuilder("random")
+    ports = []
     for i in range(n):
-        ports = draw(st.integers(1, 2))
+        ports.append(draw(st.integers(1, 2)))
         b.add_node(f"n{i}", time_us=draw(st.sampled_from([0.0, 1.0, 2.0, 3.5, 5.0, 8.0])),
-                   output_bytes=[draw(st.sampled_from([0, 100, 250, 1000])) for _ in range(ports)],
+                   output_bytes=[draw(st.sampled_from([0, 100, 250, 1000])) for _ in range(ports[i])],
                    temp_bytes=draw(st.sampled_from([0, 0, 40])),
                    persistent_bytes=draw(st.sampled_from([0, 0, 500])))
     for j in range(1, n):
+        free_ports = list(range(ports[j]))      # output ports of n{j} that may still forward an input
         for i in draw(st.lists(st.integers(0, j - 1), max_size=3, unique=True)):
             control = draw(st.booleans()) and draw(st.booleans())
             port = draw(st.integers(0, 1))
             nbytes = draw(st.sampled_from([None, None, 50, 700]))
-            b.add_edge(f"n{i}", f"n{j}", port=port, bytes=nbytes, control=control)
+            extra = {}
+            if with_forwards and not control and free_ports and draw(st.booleans()):
+                extra["forwarded_as"] = free_ports.pop(draw(st.integers(0, len(free_ports) - 1)))
+            b.add_edge(f"n{i}", f"n{j}", port=port, bytes=nbytes, control=control, **extra)
     g = b.build()
     dev = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
     lat = draw(st.sampled_from([0.0, 5.0, 10.0]))
