@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# TensorFlow's plain CPU allocator keeps no statistics (tf.config.experimental.get_memory_info('CPU:0') then
+# reports nothing, or raises), while the BFC allocator it uses with oneDNN does. Which one a process gets depends
+# on the CPU (oneDNN is on by default only on some) unless TF_CPU_ALLOCATOR_USE_BFC asks for BFC; it is read when
+# the allocator is first made, so it is set here, before any test runs TensorFlow.
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_graphs"
 
