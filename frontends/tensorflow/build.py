@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -62,6 +62,21 @@ FORWARDING_OPS = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGrad
                             "EnsureShape", "Reshape", "Squeeze", "ExpandDims", "PlaceholderWithDefault",
                             "DebugIdentity", "DebugIdentityV2"})
 """Ops whose output 0 is their first input's buffer (`forwarded_output`; IdentityN forwards every input)."""
+_UNARY = ("Abs", "Neg", "Sign", "Reciprocal", "Inv", "Square", "Sqrt", "Rsqrt", "Exp", "Expm1", "Log", "Log1p",
+          "Sin", "Cos", "Tan", "Tanh", "Sigmoid", "Erf", "Erfc", "Floor", "Ceil", "Rint", "Round", "Relu", "Relu6",
+          "Elu", "Selu", "LeakyRelu", "Softplus", "Softsign", "Softmax", "LogSoftmax", "OnesLike", "ZerosLike")
+_BINARY = ("Add", "AddV2", "Sub", "Mul", "MulNoNan", "RealDiv", "Div", "DivNoNan", "Maximum", "Minimum", "Pow",
+           "SquaredDifference", "FloorDiv", "FloorMod", "TruncateDiv", "TanhGrad", "SigmoidGrad", "RsqrtGrad",
+           "SqrtGrad", "ReciprocalGrad", "InvGrad")
+_GRADIENT = ("ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "LeakyReluGrad", "SoftplusGrad", "SoftsignGrad",
+             "BiasAdd", "BiasAddV1")
+_SHARED_SOURCES = frozenset({"IdentityN", "Placeholder", "Enter", "RefEnter", "Merge", "RefMerge", "Switch",
+                             "RefSwitch", "Exit", "RefExit", "NextIteration", "RefNextIteration"})
+"""Sources whose output buffer something else may still hold (the caller's feed, a loop frame)."""
+INPLACE_OPS: dict[str, tuple[int, ...] | None] = {
+    **{op: (0,) for op in _UNARY + _GRADIENT}, **{op: (0, 1) for op in _BINARY}, "AddN": None}
+"""Element-wise ops whose kernels write their output into an input's buffer when nothing else holds it
+(TensorFlow's ``forward_input_or_allocate_output``): the inputs they try, in order (None: every input)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,6 +153,7 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
 
     coloc = colocation(graph, names, node_defs, extra_edges=back_edges)
     b = GraphBuilder(name or model.name, source=where)
+    allocated: dict[str, list[int]] = {}
     unprofiled = 0
     for i, n in enumerate(names):
         nd = node_defs[n]
@@ -171,9 +187,11 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
         extra: dict[str, Any] = {}
         if coloc.host[i]:
             extra["host"] = True
+        allocated[n] = output_bytes
         b.add_node(n, op, time_us=time_us, output_bytes=output_bytes, temp_bytes=temp,
                    persistent_bytes=persistent, colocation=coloc.group[i],
                    pinned=HOST_DEVICE if coloc.host[i] else None, **extra)
+    inplace = inplace_inputs(names, node_defs, info, allocated, model.fetches)
     cut: list[list[str]] = []
     for n in names:
         nd = node_defs[n]
@@ -188,6 +206,8 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
                 cut.append([src, n])
                 continue
             out = forwarded_output(nd.op, i, len(info[n]))
+            if out is None and inplace.get(n) == i:
+                out = 0
             extra = {FORWARDED_AS: out} if out is not None and tensor_bytes[n][out] > 0 else {}
             b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port], **extra)
     if cut:
@@ -223,6 +243,46 @@ def forwarded_output(op: str, data_input: int, num_outputs: int) -> int | None:
     if op in FORWARDING_OPS and data_input == 0 and num_outputs >= 1:
         return 0
     return None
+
+
+def inplace_inputs(names, node_defs, info, allocated: Mapping[str, list[int]], fetches) -> dict[str, int]:
+    """For each element-wise op that will write into an input's buffer, the data input it takes.
+
+    TensorFlow's kernel forwards input ``i`` (`INPLACE_OPS`, first eligible in order) when, at run time,
+    the op holds the only reference to that buffer and it matches the output in size and dtype. Known
+    before running: the tensor has exactly one consumer (this op, once), is not fetched, and is a
+    buffer of its own: allocated by an op that is not a view (`FORWARDING_OPS`, ``IdentityN``), a
+    variable read, a constant, a fed placeholder or a loop's control flow, whose buffers others hold too
+    (those allocate 0 bytes here or are `_SHARED_SOURCES`).
+    """
+    consumers: dict[tuple[str, int], int] = {}
+    for n in names:
+        for ref in node_defs[n].input:
+            src, port, control = parse_input(ref)
+            if not control:
+                consumers[(src, port)] = consumers.get((src, port), 0) + 1
+    fetched = {split_tensor_name(t) for t in fetches}
+    out: dict[str, int] = {}
+    for n in names:
+        nd = node_defs[n]
+        if nd.op not in INPLACE_OPS or not info[n] or not allocated[n] or allocated[n][0] <= 0:
+            continue
+        inputs = [parse_input(r) for r in nd.input]
+        data = [(src, port) for src, port, control in inputs if not control]
+        tries = INPLACE_OPS[nd.op]
+        for i in (range(len(data)) if tries is None else tries):
+            if i >= len(data):
+                break
+            src, port = data[i]
+            sop = node_defs[src].op
+            if (consumers.get((src, port)) != 1 or (src, port) in fetched or sop in FORWARDING_OPS
+                    or sop in _SHARED_SOURCES or port >= len(allocated.get(src, ()))):
+                continue
+            if allocated[src][port] != allocated[n][0] or info[src][port].dtype != info[n][0].dtype:
+                continue
+            out[n] = i
+            break
+    return out
 
 
 def _scale_loops(g: OpGraph, node_defs, info, graph, *, scale: bool) -> OpGraph:

@@ -55,12 +55,13 @@ from ..frontends.tensorflow.model import TFModel, split_tensor_name
 from ..frontends.tensorflow.profile import as_written, _concrete, _draw, feed_values
 from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
-from ..machine import simulate
+from ..machine import simulate, single_device_peak
 from ..placement import Placement
 from .common import default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
 from .tf_checks import PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv
 from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
+from .tf_memory import PeakMeter, allocator_names
 from .tf_rewrite import Assignment, assign_devices, check_placement_matches, is_host_op, placed_graph_def
 
 log = logging.getLogger("pardnn.backend.tf")
@@ -211,19 +212,26 @@ class StepRun:
     """``RunMetadata`` of the traced step."""
     variables: Mapping[str, np.ndarray]
     """Every variable after the last step."""
+    peak_bytes: Mapping[str, int] | None = None
+    """TensorFlow's allocator peak over the timed steps, by allocator (`tf_memory.PeakMeter`); None if not measured."""
+    peak_note: str = ""
+    """Why ``peak_bytes`` is None, when it was asked for."""
 
 
 def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps: int, target: str = "",
-                config=None, what: str = "the placed step", trace: bool = True) -> StepRun:
+                config=None, what: str = "the placed step", trace: bool = True,
+                allocators: Sequence[str] = ()) -> StepRun:
     """A warm-up step, one traced step and ``steps`` timed steps, then read every variable.
 
-    ``trace=False`` runs the second step untraced (its ``metadata`` stays empty).
+    ``trace=False`` runs the second step untraced (its ``metadata`` stays empty). ``allocators``
+    (`tf_memory.allocator_names`): measure their peak over the timed steps.
     """
     feed = {t: batch[name] for t, name in program.feeds}
     run_list = [list(program.fetches), list(program.targets)]
     outputs: list[tuple[np.ndarray, ...]] = []
     times: list[float] = []
     meta = tf.compat.v1.RunMetadata()
+    meter = PeakMeter(allocators) if allocators else None
     try:
         with tf.compat.v1.Session(target, graph=program.graph, config=config) as sess:
             if program.init_ops:
@@ -235,18 +243,22 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
                 outputs.append(tuple(sess.run(run_list, feed_dict=feed, options=options, run_metadata=meta)[0]))
             else:
                 outputs.append(tuple(sess.run(run_list, feed_dict=feed)[0]))
+            if meter:
+                meter.reset()
             for _ in range(steps):
                 t0 = time.perf_counter()
                 out = sess.run(run_list, feed_dict=feed)
                 times.append((time.perf_counter() - t0) * 1e6)
                 outputs.append(tuple(out[0]))
+            peaks = meter.read() if meter else None
             names = sorted(program.reads)
             values = sess.run([program.reads[n] for n in names]) if names else []
     except tf.errors.OpError as exc:
         raise op_failure(exc, what) from None
     except ValueError as exc:   # a malformed feed
         raise RuntimeFailure(f"{what}: {_first_line(exc)}") from None
-    return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)))
+    return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)), peaks,
+                   meter.reason if meter and peaks is None else "")
 
 
 # ---------------------------------------------------------------------------
@@ -298,7 +310,7 @@ def _compare(model: TFModel, run: StepRun, ref: StepRun, noise: StepRun | None, 
 def compare_with_reference(model: TFModel, placed_gd, reference_gd, values: Mapping[str, np.ndarray],
                            batch: Mapping[str, np.ndarray], *, steps: int, session_target: str = "", config=None,
                            rtol: float = 1e-4, atol: float = 1e-5, noise_factor: float = NOISE_FACTOR,
-                           noise: str = "auto", where: str = "") -> ReferenceCheck:
+                           noise: str = "auto", where: str = "", allocators: Sequence[str] = ()) -> ReferenceCheck:
     """Run ``placed_gd`` and ``reference_gd`` (the same step on one device) from ``values`` and ``batch``; compare.
 
     Every fetched output of every step and every variable after the last step
@@ -307,15 +319,16 @@ def compare_with_reference(model: TFModel, placed_gd, reference_gd, values: Mapp
     from `equivalence.perturbed` values and batch (see
     `pardnn.backend.equivalence`). ``noise``: ``auto`` runs that noise
     reference only when some tensor is not close, ``always`` always,
-    ``off`` never (elementwise only, as does ``noise_factor=0``).
+    ``off`` never (elementwise only, as does ``noise_factor=0``). ``allocators``: measure their peaks in the
+    placed and the single-device runs (`run_program`).
     """
     if noise not in NOISE_MODES:
         raise ValueError(f"noise {noise!r}: expected one of {', '.join(NOISE_MODES)}")
     where = where or model.source or model.name
     run = run_program(build_program(model, placed_gd, values), batch, steps=steps, target=session_target,
-                      config=config, what=f"{where}: the placed step")
+                      config=config, what=f"{where}: the placed step", allocators=allocators)
     ref = run_program(build_program(model, reference_gd, values), batch, steps=steps, target=session_target,
-                      config=config, what=f"{where}: the single-device step", trace=False)
+                      config=config, what=f"{where}: the single-device step", trace=False, allocators=allocators)
     outputs, variables = _compare(model, run, ref, None, rtol=rtol, atol=atol, factor=noise_factor)
     close = outputs.elementwise and variables.elementwise
     if noise == "off" or noise_factor <= 0 or (noise == "auto" and close):
@@ -391,6 +404,8 @@ class TFRunReport:
     """The first 10 of them, worst first (`equivalence.TensorCheck.to_dict`)."""
     noise_s: float = 0.0
     """Wall time of the noise reference run."""
+    memory: Mapping[str, Any] = field(default_factory=dict)
+    """TensorFlow's measured allocator peaks beside the machine model's (`memory_summary`)."""
 
     @property
     def ok(self) -> bool:
@@ -426,6 +441,7 @@ class TFRunReport:
             "noise_s": round(self.noise_s, 3),
             "losses": list(self.losses), "reference_losses": list(self.reference_losses),
             "finite": self.finite, "soft_placement": self.soft_placement, "ok": self.ok,
+            "memory": dict(self.memory),
         }
 
 
@@ -450,11 +466,35 @@ def _scalars(outputs: Sequence[Sequence[np.ndarray]]) -> tuple[float, ...]:
 
 
 def _simulated(g: OpGraph, cluster: Cluster, assignment: np.ndarray, devices: Sequence[str]):
-    """The machine model's makespan and its transfers as ``(producer, port, device name)``."""
-    sched = simulate(g, cluster, assignment, memory=False)
+    """The machine model's schedule and its transfers as ``(producer, port, device name)``."""
+    sched = simulate(g, cluster, assignment)
     tr = sched.transfers
     tensors = [(g.names[int(s)], int(p), devices[int(d)]) for s, p, d in zip(tr.src, tr.port, tr.dst_dev)]
-    return sched.makespan_us, tensors
+    return sched, tensors
+
+
+def memory_summary(g: OpGraph, mode: str, allocators: Sequence[str], predicted_peaks: Sequence[int],
+                   run: StepRun, reference: StepRun) -> dict[str, Any]:
+    """The machine model's peaks beside TensorFlow's measured ones (bytes), for ``TFRunReport.memory``.
+
+    ``reference_peak_bytes`` (the all-on-device-0 step) is the figure to set against
+    ``predicted_single_device_peak_bytes``; ``measured_over_predicted`` is their ratio. On logical CPU devices the
+    placed run's one figure covers all devices together (one shared allocator).
+    """
+    single = single_device_peak(g)
+    ref = reference.peak_bytes
+    measured_ref = sum(ref.values()) if ref else None
+    return {
+        "allocators": list(allocators),
+        "shared_allocator": mode == "cpu",
+        "predicted_single_device_peak_bytes": int(single),
+        "predicted_peak_bytes": [int(x) for x in predicted_peaks],
+        "reference_peak_bytes": dict(ref) if ref else None,
+        "measured_peak_bytes": dict(run.peak_bytes) if run.peak_bytes else None,
+        "measured_over_predicted": round(measured_ref / single, 4) if measured_ref and single else None,
+        "note": reference.peak_note or run.peak_note or ("the allocators are in the servers' processes"
+                                                         if mode == "cluster" else ""),
+    }
 
 
 def effective_assignment(g: OpGraph, assignment: Assignment, devices: Sequence[str]) -> np.ndarray:
@@ -504,9 +544,10 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
 
     one = Assignment({n: (assignment.device[n] if is_host_op(g, g.index[n]) else devices[0]) for n in g.names},
                      assignment.host_ops, ())
+    allocators = allocator_names(devices, mode)
     rc = compare_with_reference(model, placed, placed_graph_def(gd, one), values, batch, steps=steps,
                                 session_target=session_target, config=config, rtol=rtol, atol=atol,
-                                noise_factor=noise_factor, noise=noise, where=where)
+                                noise_factor=noise_factor, noise=noise, where=where, allocators=allocators)
     run, ref = rc.run, rc.reference
     check = check_step_stats(run.metadata.step_stats, assignment.device)
     sr = count_send_recv(run.metadata.partition_graphs, frozenset(g.names))
@@ -516,7 +557,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
                              f"{cl.num_devices}")
     effective = effective_assignment(g, assignment, devices)
     fed = {split_tensor_name(f.name)[0] for f in model.feeds}
-    predicted, sim_tensors = _simulated(g, cl, effective, devices)
+    sched, sim_tensors = _simulated(g, cl, effective, devices)
     from_feeds = [t for t in sim_tensors if t[0] in fed]
     only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
     counts = np.bincount(effective, minlength=placement.num_devices)
@@ -524,7 +565,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     return TFRunReport(
         model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
         ops_per_device=tuple(int(c) for c in counts), host_ops=assignment.host_ops,
-        regrouped=len(assignment.regrouped), steps=len(run.outputs), predicted_us=float(predicted),
+        regrouped=len(assignment.regrouped), steps=len(run.outputs), predicted_us=float(sched.makespan_us),
         measured_us=statistics.median(run.step_us), reference_us=statistics.median(ref.step_us),
         placement_check=check, send_recv=sr, simulated_transfers=len(sim_tensors),
         simulated_feed_transfers=len(from_feeds),
@@ -536,7 +577,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         cost_model=str(g.meta.get("costs", "")), criterion=rc.criterion, rtol=rtol, atol=atol,
         noise_factor=noise_factor, noise_reference=rc.noise is not None, max_output_ratio=rc.outputs.max_ratio,
         max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
-        mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]))
+        mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
+        memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref))
 
 
 def _badness(c) -> tuple[float, float]:

@@ -23,7 +23,7 @@ from ..backend.common import default_cluster
 from ..errors import InputError, MissingDependencyError, RuntimeFailure
 from ..fileio import check_writable, refuse_overwrite
 from ..frontends import detect_format
-from ..units import format_time
+from ..units import format_bytes, format_time
 from .options import build_cluster, cluster_options, frontend_options, make_frontend_options
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
@@ -75,6 +75,7 @@ def _tf_table(r) -> str:
         f"data transfers       {sr.data - r.transfers_only_tf} in both, {r.transfers_only_tf} only in TensorFlow, "
         f"{r.transfers_only_simulated} only in the simulator (feeds aside)",
     ]
+    lines.extend(_memory_lines(r.memory))
     if r.losses:
         lines.append("losses               " + " ".join(f"{x:.6g}" for x in r.losses)
                      + ("" if r.finite else "  (NOT finite)"))
@@ -88,6 +89,25 @@ def _tf_table(r) -> str:
     for m in pc.moved[:5]:
         lines.append(f"moved: {m[0]} placed on {m[1]}, ran on {m[2]}")
     return "\n".join(lines)
+
+
+def _memory_lines(m) -> list[str]:
+    """TensorFlow's measured allocator peaks beside the machine model's (`tf_run.memory_summary`)."""
+    if not m:
+        return []
+    lines = [f"peak memory, 1 dev   predicted {format_bytes(m['predicted_single_device_peak_bytes'])}"]
+    ref, placed = m["reference_peak_bytes"], m["measured_peak_bytes"]
+    if not ref:
+        lines[0] += f"; not measured: {m['note']}" if m["note"] else "; not measured"
+        return lines
+    lines[0] += (f", measured {format_bytes(sum(ref.values()))} (TensorFlow's allocator; "
+                 f"{m['measured_over_predicted']:.3g}x the prediction)")
+    if placed:
+        what = "all devices, one shared allocator" if m["shared_allocator"] else "per allocator"
+        got = ", ".join(f"{k} {format_bytes(v)}" for k, v in placed.items())
+        lines.append(f"peak memory, placed  predicted {', '.join(format_bytes(x) for x in m['predicted_peak_bytes'])}"
+                     f"; measured {got} ({what})")
+    return lines
 
 
 def _ratio(x: float) -> str:

@@ -471,9 +471,36 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     assert report["ops_moved"] == 0 and report["outputs_match"] and report["variables_match"]
     assert report["predicted_us"] > 0 and report["measured_us"] > 0
     assert report["send_recv"]["data"] > 0 and report["transfers_only_tf"] == 0
+    # TensorFlow's own allocator peak for the all-on-device-0 step beside the machine model's single-device peak
+    # (4 logical CPUs share one allocator: one figure for the placed run)
+    mem = report["memory"]
+    assert mem["allocators"] == ["CPU:0"] and mem["shared_allocator"] and mem["note"] == ""
+    measured = mem["reference_peak_bytes"]["CPU:0"]
+    assert measured > 0 and mem["measured_peak_bytes"]["CPU:0"] > 0
+    assert mem["measured_over_predicted"] == round(measured / mem["predicted_single_device_peak_bytes"], 4)
+    assert 0.5 < mem["measured_over_predicted"] < 2.0        # a tiny CNN: 256-byte allocator granules weigh in
+    assert len(mem["predicted_peak_bytes"]) == 4
     from google.protobuf import text_format
     gd = text_format.Parse(out.read_text(), tf.compat.v1.GraphDef())
     assert {n.device for n in gd.node} <= {f"/device:CPU:{i}" for i in range(4)} and all(n.device for n in gd.node)
+
+
+def test_without_allocator_statistics_the_run_says_so_instead_of_reporting_zero(cnn_savedmodel, tmp_path):
+    """With oneDNN off and the BFC allocator refused, TensorFlow's plain CPU allocator counts nothing: the report
+    gives no measured peak and says why (never a peak of 0)."""
+    runner = CliRunner()
+    placement = tmp_path / "p.json"
+    assert runner.invoke(cli, ["-q", "partition", str(cnn_savedmodel), "--devices", "2", "--method", "m-topo",
+                               "-o", str(placement)]).exit_code == 0
+    env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="false", TF_ENABLE_ONEDNN_OPTS="0")
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel),
+           str(placement), "--steps", "1", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    mem = json.loads(proc.stdout)["memory"]
+    assert mem["reference_peak_bytes"] is None and mem["measured_peak_bytes"] is None
+    assert mem["measured_over_predicted"] is None and "TF_CPU_ALLOCATOR_USE_BFC" in mem["note"]
+    assert mem["predicted_single_device_peak_bytes"] > 0
 
 
 def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel, tmp_path):
