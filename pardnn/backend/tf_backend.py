@@ -76,11 +76,12 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
                   noise_factor: float | None = None, local_cluster: int | None = None,
                   cluster_spec: str | Path | None = None,
                   device_kind: str = "auto", soft_placement: bool = False, timeout_s: float = 600.0,
-                  write: str | Path | None = None):
+                  write: str | Path | None = None, trace: bool = False):
     """Import ``model``, run it along ``placement`` where asked, check it; the `TFRunReport`.
 
     ``write``: also write the placed model there (``.pb``/``.pbtxt``, or a
     directory for a SavedModel input) with the devices the run used.
+    ``trace``: keep the predicted and measured timelines (``TFRunReport.trace``).
     ``noise_factor``: how far beyond ``rtol``/``atol`` results may differ, in
     units of a perturbed single-device run's spread (None: the default,
     `pardnn.backend.equivalence.NOISE_FACTOR`; 0: elementwise only).
@@ -106,7 +107,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
     cl = cluster(pl) if callable(cluster) else cluster
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
-                  soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model))
+                  soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)
     if noise_factor is not None:
         common["noise_factor"] = noise_factor
     if local_cluster:

@@ -406,6 +406,9 @@ class TFRunReport:
     """Wall time of the noise reference run."""
     memory: Mapping[str, Any] = field(default_factory=dict)
     """TensorFlow's measured allocator peaks beside the machine model's (`memory_summary`)."""
+    trace: Mapping[str, Any] | None = field(default=None, repr=False)
+    """With ``run_placed(..., trace=True)``: the predicted and the measured (traced step) timelines as one
+    Chrome trace-event object (`pardnn.report.trace`); not part of `to_dict`."""
 
     @property
     def ok(self) -> bool:
@@ -510,7 +513,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
                session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
                atol: float = 1e-5, noise_factor: float = NOISE_FACTOR, noise: str = "auto",
                batch_size: int | None = None, soft_placement: bool = False, timeout_s: float | None = 600.0,
-               model_name: str = "") -> TFRunReport:
+               model_name: str = "", trace: bool = False) -> TFRunReport:
     """Run ``imp``'s step along ``placement`` and check it (see the module docstring).
 
     ``target`` says where the devices are: None means this host (its GPUs
@@ -518,7 +521,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     `ClusterTarget` with ``session_target`` task 0's ``grpc://`` address runs
     across a cluster's tasks. ``cluster`` is the machine model's cluster for
     the prediction (default: the placement's devices, default links).
-    ``rtol``, ``atol``, ``noise_factor`` and ``noise``: see `compare_with_reference`.
+    ``rtol``, ``atol``, ``noise_factor`` and ``noise``: see `compare_with_reference`. ``trace``: also keep both
+    timelines, predicted and measured, as Chrome trace events (``TFRunReport.trace``).
     """
     g, model = imp.graph, imp.model
     where = model_name or model.source or model.name
@@ -578,7 +582,15 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         noise_factor=noise_factor, noise_reference=rc.noise is not None, max_output_ratio=rc.outputs.max_ratio,
         max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
         mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
-        memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref))
+        memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref),
+        trace=_trace(g, sched, devices, run, where) if trace else None)
+
+
+def _trace(g: OpGraph, sched, devices: Sequence[str], run: StepRun, where: str) -> dict[str, Any]:
+    """The machine model's timeline and the traced step's, as one Chrome trace-event object."""
+    from ..report.trace import schedule_events, step_stats_events, trace_document
+    return trace_document(schedule_events(g, sched, devices), step_stats_events(run.metadata.step_stats),
+                          metadata={"graph": g.name, "model": where})
 
 
 def _badness(c) -> tuple[float, float]:

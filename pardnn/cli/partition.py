@@ -11,7 +11,7 @@ import numpy as np
 from ..api import DEFAULT_METHOD, methods, partition as run_partition
 from ..cluster import Cluster
 from ..errors import InfeasibleError
-from ..fileio import check_writable, output_transaction, refuse_overwrite
+from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
 from ..placement import load_placement, save_placement
 from ..units import format_bytes, format_time
@@ -181,9 +181,12 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 @click.argument("placement", type=click.Path())
 @cluster_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Also write the simulated timeline here as Chrome trace-event JSON (Perfetto, chrome://tracing): "
+                   "a track per device and per link.")
 @click.pass_context
 def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
-             device_prefix, as_json: bool) -> None:
+             device_prefix, as_json: bool, trace_path) -> None:
     """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
 
     Without cluster flags the cluster has as many devices as the placement,
@@ -192,7 +195,11 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
     \b
     Example:
       pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB --json
+      pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --trace vgg.trace.json
     """
+    if trace_path:
+        refuse_overwrite(trace_path, graph, placement, cluster_path)
+        check_writable(trace_path)
     progress = ctx.obj["progress"]
     with progress.stage(f"reading {graph}"):
         g = read_input(graph)
@@ -201,6 +208,10 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
                                            device_prefix)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = run_sim(g, cluster, pl)
+    if trace_path:
+        from ..report.trace import schedule_events, trace_document
+        write_json(trace_path, trace_document(schedule_events(g, sched, cluster.names),
+                                              metadata={"graph": g.name, "placement": placement}))
     if as_json:
         out = sched.predicted()
         out.update({

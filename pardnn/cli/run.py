@@ -21,10 +21,10 @@ import click
 
 from ..backend.common import default_cluster
 from ..errors import InputError, MissingDependencyError, RuntimeFailure
-from ..fileio import check_writable, refuse_overwrite
+from ..fileio import check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
-from .options import build_cluster, cluster_options, frontend_options, make_frontend_options
+from .options import build_cluster, cluster_options, distinct_outputs, frontend_options, make_frontend_options
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -161,13 +161,16 @@ def _criterion_line(r) -> str:
               help="TensorFlow: seconds a server may take to start and an op to run.")
 @click.option("--write", "write_path", type=click.Path(),
               help="TensorFlow: also write the placed model here (.pb, .pbtxt, or a directory for a SavedModel).")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="TensorFlow: also write the predicted and the measured (traced step) timelines here as Chrome "
+                   "trace-event JSON (Perfetto, chrome://tracing): a track per device, and per link predicted.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: predicted_us, measured_us, outputs_match, ...")
 @click.pass_context
 def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
             device_prefix, fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted,
             steps: int, rtol: float, atol: float, noise_factor, local_cluster, cluster_spec, device_kind,
-            soft_placement, timeout_s, write_path, as_json: bool) -> None:
+            soft_placement, timeout_s, write_path, trace_path, as_json: bool) -> None:
     """Run MODEL along PLACEMENT on real devices; check it against one device and time it.
 
     \b
@@ -207,7 +210,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
                          f"{', '.join(sorted(set(RUNNABLE)))}")
     tf_only = {"--local-cluster": local_cluster, "--cluster-spec": cluster_spec, "--soft-placement": soft_placement,
                "--write": write_path, "--device-kind": device_kind if device_kind != "auto" else None,
-               "--noise-factor": noise_factor is not None}
+               "--noise-factor": noise_factor is not None, "--trace": trace_path}
     if kind not in TF_FORMATS:
         used = [k for k, v in tf_only.items() if v]
         if used:
@@ -215,6 +218,10 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if write_path:
         refuse_overwrite(write_path, model, placement)
         check_writable(write_path, directory_ok=True)
+    if trace_path:
+        refuse_overwrite(trace_path, model, placement, cluster_path)
+        check_writable(trace_path)
+        distinct_outputs(write_path, trace_path)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     flags = (cluster_path, devices, memory, speed, bandwidth, latency)
@@ -228,16 +235,20 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     extra = {}
     if kind in TF_FORMATS:
         extra = dict(local_cluster=local_cluster, cluster_spec=cluster_spec, device_kind=device_kind,
-                     soft_placement=soft_placement, timeout_s=timeout_s, write=write_path, noise_factor=noise_factor)
+                     soft_placement=soft_placement, timeout_s=timeout_s, write=write_path, noise_factor=noise_factor,
+                     trace=bool(trace_path))
     with ctx.obj["progress"].stage(f"running {model} along {placement}"):
         report = backend.run_placement(model, placement, cluster=cluster_for, options=opts, steps=steps,
                                        rtol=rtol, atol=atol, **extra)
+    if trace_path:
+        write_json(trace_path, report.trace)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         click.echo(_tf_table(report) if kind in TF_FORMATS else _table(report))
-        if write_path:
-            click.echo(f"wrote {write_path}")
+        for p in (write_path, trace_path):
+            if p:
+                click.echo(f"wrote {p}")
     if kind in TF_FORMATS:
         if not report.finite:
             raise RuntimeFailure("the step's outputs are not finite (NaN or inf), so matching the single-device "

@@ -461,9 +461,9 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     res = runner.invoke(cli, ["-q", "partition", str(cnn_savedmodel), "--devices", "4", "--method", "m-topo",
                               "-o", str(placement)])
     assert res.exit_code == 0, res.output
-    out = tmp_path / "placed.pbtxt"
+    out, trace = tmp_path / "placed.pbtxt", tmp_path / "trace.json"
     cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel),
-           str(placement), "--steps", "2", "--json", "--write", str(out)]
+           str(placement), "--steps", "2", "--json", "--write", str(out), "--trace", str(trace)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
@@ -480,6 +480,18 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     assert mem["measured_over_predicted"] == round(measured / mem["predicted_single_device_peak_bytes"], 4)
     assert 0.5 < mem["measured_over_predicted"] < 2.0        # a tiny CNN: 256-byte allocator granules weigh in
     assert len(mem["predicted_peak_bytes"]) == 4
+    # both timelines in one Chrome trace: the model's (a track per device and per link) and the traced step's (a
+    # track per TensorFlow device, whose slices are the placed graph's nodes and TensorFlow's own)
+    ev = json.loads(trace.read_text())["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == {1: "predicted (machine model)", 2: "measured (TensorFlow)"}
+    tracks = {(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {(1, f"/device:CPU:{i}") for i in range(4)} <= tracks       # the devices the run used
+    assert {(2, f"/job:localhost/replica:0/task:0/device:CPU:{i}") for i in range(4)} <= tracks
+    predicted = [e for e in ev if e["pid"] == 1 and e["ph"] == "X" and e["cat"] != "transfer"]
+    assert len(predicted) == sum(report["ops_per_device"])
+    measured = {e["name"].rsplit("/", 1)[-1] for e in ev if e["pid"] == 2 and e["ph"] == "X"}
+    assert len(measured) > 50 and all(e["dur"] >= 0 for e in ev if e["ph"] == "X")
     from google.protobuf import text_format
     gd = text_format.Parse(out.read_text(), tf.compat.v1.GraphDef())
     assert {n.device for n in gd.node} <= {f"/device:CPU:{i}" for i in range(4)} and all(n.device for n in gd.node)

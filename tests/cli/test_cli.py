@@ -67,6 +67,40 @@ def test_simulate_defaults_to_the_placement_devices(tmp_path, graph_file):
     assert r.exit_code == EXIT_INPUT and "is for 3 devices but the cluster has 2" in r.stderr
 
 
+def test_simulate_writes_the_timeline_as_chrome_trace_events(tmp_path, graph_file):
+    """One complete event per op on its device's track, one per transfer on its link's track, at the simulated
+    times; tracks named by metadata events (what Perfetto and chrome://tracing read)."""
+    from pardnn.ir import load_graph
+    from pardnn.machine import simulate
+    from pardnn.placement import load_placement
+
+    out, trace = tmp_path / "p.json", tmp_path / "t.json"
+    assert run("partition", graph_file, "-k", 2, "--method", "m-topo", "-o", out).exit_code == 0
+    placement = json.loads(out.read_text())
+    placement["assignment"] = {"v": 0, "r": 0, "a": 0, "b": 0, "c": 1, "d": 1}    # a -> c and b -> d cross
+    out.write_text(json.dumps(placement))
+    r = run("simulate", graph_file, out, "--trace", trace)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(trace.read_text())
+    ev = doc["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {0: "/device:GPU:0", 1: "/device:GPU:1", 2: "link /device:GPU:0 -> /device:GPU:1"}
+    g = load_graph(graph_file)
+    s = simulate(g, __import__("pardnn").Cluster.homogeneous(2), load_placement(out, g))
+    ops = {e["name"]: e for e in ev if e["ph"] == "X" and e["cat"] != "transfer"}
+    assert set(ops) == set(g.names)
+    for v, name in enumerate(g.names):
+        assert ops[name]["tid"] == int(s.device[v]) and ops[name]["ts"] == s.start_us[v]
+        assert ops[name]["ts"] + ops[name]["dur"] == pytest.approx(s.finish_us[v])
+        assert ops[name]["args"]["op"] == g.ops[v]
+    moved = sorted((e["name"], e["args"]["bytes"], e["tid"]) for e in ev if e["ph"] == "X" and e["cat"] == "transfer")
+    assert moved == [("a:0", 1000, 2), ("b:0", 1000, 2)]
+    # the trace may not replace an input
+    r = run("simulate", graph_file, out, "--trace", out)
+    assert r.exit_code == EXIT_INPUT and "refusing to overwrite the input file" in r.stderr
+    assert json.loads(out.read_text())["assignment"]["c"] == 1
+
+
 def test_infeasible_memory_exits_4_with_bytes_short(tmp_path, graph_file):
     r = run("partition", graph_file, "--devices", 2, "--memory", "3000", "-o", tmp_path / "p.json")
     assert r.exit_code == EXIT_INFEASIBLE
@@ -179,3 +213,11 @@ def test_refine_evals_bounds_the_refinement(tmp_path):
         times[evals] = json.loads(r.stdout)["makespan_us"]
     assert times[50] <= times[0]
     assert run("partition", sample, "-k", 4, "--refine-evals", -1, "-o", tmp_path / "x.json").exit_code == EXIT_USAGE
+
+
+def test_run_trace_is_for_tensorflow_models_only(tmp_path):
+    """The measured timeline comes from TensorFlow's step stats; an ONNX run refuses --trace before running."""
+    from ..conftest import SAMPLES
+    r = run("run", SAMPLES / "onnx_gpt_tiny.onnx", tmp_path / "p.json", "--trace", tmp_path / "t.json")
+    assert r.exit_code == EXIT_USAGE and "--trace applies to TensorFlow models only" in r.stderr
+    assert not (tmp_path / "t.json").exists()
