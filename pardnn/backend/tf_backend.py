@@ -28,7 +28,7 @@ from ..errors import InputError, MissingDependencyError, PlacementError
 from ..frontends import FrontendOptions
 from ..placement import Placement, load_placement
 from .common import placement_device_count
-from .tf_cluster import LocalCluster, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
+from .tf_cluster import LocalCluster, Pinning, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec
 from .tf_devices import ClusterTarget, LocalTarget, map_devices
 from .tf_rewrite import assign_devices, placed_graph_def
@@ -63,10 +63,12 @@ def run_on_cluster(imp, placement: Placement, spec: TFClusterSpec, *, device_kin
 
 
 def run_on_local_cluster(imp, placement: Placement, tasks: int, *, start_timeout_s: float = 120.0,
-                         lifetime_s: float = 1800.0, **options):
-    """Start ``tasks`` servers on 127.0.0.1, run on them, and always shut them down."""
+                         lifetime_s: float = 1800.0, pinning: Pinning | None = None, **options):
+    """Start ``tasks`` servers on 127.0.0.1 (each on cores of its own with ``pinning``), run on them, and always
+    shut them down."""
     per_task = math.ceil(placement.num_devices / tasks)
-    with LocalCluster(tasks, cpus_per_task=per_task, start_timeout_s=start_timeout_s, lifetime_s=lifetime_s) as lc:
+    with LocalCluster(tasks, cpus_per_task=per_task, start_timeout_s=start_timeout_s, lifetime_s=lifetime_s,
+                      pinning=pinning) as lc:
         return run_on_cluster(imp, placement, lc.spec, device_kind="cpu", **options)
 
 
@@ -76,12 +78,13 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
                   noise_factor: float | None = None, local_cluster: int | None = None,
                   cluster_spec: str | Path | None = None,
                   device_kind: str = "auto", soft_placement: bool = False, timeout_s: float = 600.0,
-                  write: str | Path | None = None, trace: bool = False):
+                  write: str | Path | None = None, trace: bool = False, pinning: Pinning | None = None):
     """Import ``model``, run it along ``placement`` where asked, check it; the `TFRunReport`.
 
     ``write``: also write the placed model there (``.pb``/``.pbtxt``, or a
     directory for a SavedModel input) with the devices the run used.
     ``trace``: keep the predicted and measured timelines (``TFRunReport.trace``).
+    ``pinning``: with ``local_cluster``, each task on cores of its own (`tf_cluster.Pinning`).
     ``noise_factor``: how far beyond ``rtol``/``atol`` results may differ, in
     units of a perturbed single-device run's spread (None: the default,
     `pardnn.backend.equivalence.NOISE_FACTOR`; 0: elementwise only).
@@ -90,6 +93,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
         raise InputError(f"device kind {device_kind!r}: expected one of {', '.join(DEVICE_KINDS)}")
     if local_cluster and cluster_spec:
         raise InputError("give either a local cluster or a cluster spec, not both")
+    if pinning and not local_cluster:
+        raise InputError("pinning applies to a local cluster only (pardnn serve --cores pins a task of yours)")
     opts = options or FrontendOptions()
     spec = read_cluster_spec(cluster_spec) if cluster_spec else None
     k = None if isinstance(placement, Placement) else placement_device_count(placement)
@@ -111,7 +116,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     if noise_factor is not None:
         common["noise_factor"] = noise_factor
     if local_cluster:
-        report = run_on_local_cluster(imp, pl, local_cluster, start_timeout_s=min(timeout_s, 180.0),
+        report = run_on_local_cluster(imp, pl, local_cluster, start_timeout_s=min(timeout_s, 180.0), pinning=pinning,
                                       lifetime_s=timeout_s * 3, **common)
     elif spec is not None:
         report = run_on_cluster(imp, pl, spec, device_kind=device_kind, **common)

@@ -4,7 +4,11 @@
 starts one per task as a subprocess (``python -m pardnn.backend.tf_server``) for
 ``pardnn run --local-cluster N``. The process
 
-1. splits the host CPU into ``--cpus`` logical devices before TensorFlow
+1. with ``--cores``, pins itself to those CPU cores (``os.sched_setaffinity``)
+   before TensorFlow starts, and with ``--intra-op-threads`` /
+   ``--inter-op-threads`` sizes TensorFlow's thread pools, so that tasks on
+   one host are devices that really run side by side;
+   splits the host CPU into ``--cpus`` logical devices before TensorFlow
    initialises (and asks the server for them with ``device_count``);
 2. starts the server for ``--task`` of ``--job`` in the cluster spec;
 3. prints ``READY grpc://host:port`` (or ``FAILED <reason>``) on stdout;
@@ -36,15 +40,40 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--job", default="worker")
     ap.add_argument("--task", type=int, required=True)
     ap.add_argument("--cpus", type=int, default=0, help="logical CPU devices of this task (0: one)")
+    ap.add_argument("--cores", default="", help="pin this task to these CPU cores, e.g. 0 or 2,3 (default: all)")
+    ap.add_argument("--intra-op-threads", type=int, default=0, help="threads per op (0: TensorFlow's default)")
+    ap.add_argument("--inter-op-threads", type=int, default=0, help="ops run at once (0: TensorFlow's default)")
     ap.add_argument("--lifetime", type=float, default=0.0, help="exit after this many seconds (0: never)")
     ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is gone")
     return ap
 
 
+def parse_cores(text: str) -> tuple[int, ...]:
+    """``"0,2-3"`` -> ``(0, 2, 3)``; raises ValueError on anything else.
+
+    >>> parse_cores("0,2-3"), parse_cores("")
+    ((0, 2, 3), ())
+    """
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"cores {text!r}: expected a list such as 0,2-3")
+        out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    return tuple(sorted(set(out)))
+
+
 def serve(cluster_spec: dict, job: str, task: int, *, cpus: int = 0, lifetime_s: float = 0.0,
-          parent_pid: int = 0, out=sys.stdout) -> int:
+          parent_pid: int = 0, cores: tuple[int, ...] = (), intra_op_threads: int = 0, inter_op_threads: int = 0,
+          out=sys.stdout) -> int:
     """Start the server and block (see the module docstring); the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if cores:
+        try:
+            os.sched_setaffinity(0, cores)
+        except (OSError, ValueError) as exc:
+            print(f"FAILED cannot pin task {task} to cores {','.join(map(str, cores))}: {exc}", file=out, flush=True)
+            return 5
     try:
         import tensorflow as tf
     except ImportError as exc:
@@ -58,6 +87,8 @@ def serve(cluster_spec: dict, job: str, task: int, *, cpus: int = 0, lifetime_s:
         if cpus > 0:
             config.device_count["CPU"] = cpus
         config.gpu_options.allow_growth = True
+        config.intra_op_parallelism_threads = intra_op_threads
+        config.inter_op_parallelism_threads = inter_op_threads
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster_spec), job_name=job, task_index=task,
                                       config=config, start=True)
     except Exception as exc:   # any failure to start is reported as one line to the parent
@@ -82,7 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     except (OSError, ValueError) as exc:
         print(f"FAILED cannot read the cluster spec: {exc}", flush=True)
         os._exit(3)
-    code = serve(spec, args.job, args.task, cpus=args.cpus, lifetime_s=args.lifetime, parent_pid=args.parent_pid)
+    try:
+        cores = parse_cores(args.cores)
+    except ValueError as exc:
+        print(f"FAILED {exc}", flush=True)
+        os._exit(3)
+    code = serve(spec, args.job, args.task, cpus=args.cpus, lifetime_s=args.lifetime, parent_pid=args.parent_pid,
+                 cores=cores, intra_op_threads=args.intra_op_threads, inter_op_threads=args.inter_op_threads)
     sys.stdout.flush()
     os._exit(code)   # the gRPC server's threads never stop by themselves
 

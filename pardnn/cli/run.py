@@ -153,6 +153,14 @@ def _criterion_line(r) -> str:
 @click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
               help="TensorFlow: run on the cluster in this JSON spec ({\"worker\": [\"host:port\", ...]}); "
                    "start each task with `pardnn serve`.")
+@click.option("--pin", is_flag=True,
+              help="With --local-cluster: pin each task to cores of its own (the usable cores split evenly, or "
+                   "--cores-per-task), so the tasks are devices that really run side by side.")
+@click.option("--cores-per-task", type=click.IntRange(1), metavar="C", help="With --pin: cores per task.")
+@click.option("--intra-op-threads", type=click.IntRange(1), metavar="T",
+              help="With --pin: threads per op in each task [default: its cores].")
+@click.option("--inter-op-threads", type=click.IntRange(1), default=2, show_default=True, metavar="I",
+              help="With --pin: ops in flight in each task (1 blocks a task's partition: keep 2 or more).")
 @click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
               help="TensorFlow: run on GPUs or logical CPU devices (auto: GPUs when there is one per device).")
 @click.option("--soft-placement", is_flag=True,
@@ -170,7 +178,8 @@ def _criterion_line(r) -> str:
 def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
             device_prefix, fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted,
             steps: int, rtol: float, atol: float, noise_factor, local_cluster, cluster_spec, device_kind,
-            soft_placement, timeout_s, write_path, trace_path, as_json: bool) -> None:
+            soft_placement, timeout_s, write_path, trace_path, pin: bool, cores_per_task, intra_op_threads,
+            inter_op_threads: int, as_json: bool) -> None:
     """Run MODEL along PLACEMENT on real devices; check it against one device and time it.
 
     \b
@@ -200,6 +209,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
       pardnn partition model_dir --devices 4 -o p.json
       pardnn run model_dir p.json
       pardnn run model_dir p.json --local-cluster 2 --json
+      pardnn run model_dir p.json --local-cluster 2 --pin --steps 10
       pardnn run model_dir p.json --cluster-spec cluster.json --write placed_model/
       pardnn run model.onnx p.json --dim seq=16 --batch-size 2 --profile 5 --json
     """
@@ -215,6 +225,12 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         used = [k for k, v in tf_only.items() if v]
         if used:
             raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
+    pin_flags = {"--pin": pin, "--cores-per-task": cores_per_task, "--intra-op-threads": intra_op_threads,
+                 "--inter-op-threads": inter_op_threads != 2}
+    if not local_cluster and any(pin_flags.values()):
+        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} applies to --local-cluster only")
+    if not pin and any(pin_flags.values()):
+        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} needs --pin")
     if write_path:
         refuse_overwrite(write_path, model, placement)
         check_writable(write_path, directory_ok=True)
@@ -236,7 +252,8 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if kind in TF_FORMATS:
         extra = dict(local_cluster=local_cluster, cluster_spec=cluster_spec, device_kind=device_kind,
                      soft_placement=soft_placement, timeout_s=timeout_s, write=write_path, noise_factor=noise_factor,
-                     trace=bool(trace_path))
+                     trace=bool(trace_path), pinning=_pinning(pin, cores_per_task, intra_op_threads,
+                                                              inter_op_threads))
     with ctx.obj["progress"].stage(f"running {model} along {placement}"):
         report = backend.run_placement(model, placement, cluster=cluster_for, options=opts, steps=steps,
                                        rtol=rtol, atol=atol, **extra)
@@ -265,6 +282,13 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if not report.outputs_match:
         raise RuntimeFailure(f"the placed model's outputs differ from the whole model's "
                              f"(max |difference| {report.max_abs_diff:.3g}, rtol {rtol}, atol {atol})")
+
+
+def _pinning(pin: bool, cores_per_task, intra, inter: int):
+    if not pin:
+        return None
+    from ..backend.tf_cluster import Pinning
+    return Pinning(cores_per_task=cores_per_task or 0, intra_op_threads=intra or 0, inter_op_threads=inter)
 
 
 @click.command(name="rewrite")
@@ -328,7 +352,14 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
               help="Logical CPU devices for this task (for CPU-only hosts; 0 = one).")
 @click.option("--lifetime", type=click.FloatRange(0), default=0, show_default=True,
               help="Stop after this many seconds (0 = until killed).")
-def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float) -> None:
+@click.option("--cores", default="", metavar="LIST",
+              help="Pin this task to these CPU cores, e.g. 0-3 (default: all the process may use).")
+@click.option("--intra-op-threads", type=click.IntRange(0), default=0, show_default=True,
+              help="Threads per op (0 = TensorFlow's default).")
+@click.option("--inter-op-threads", type=click.IntRange(0), default=0, show_default=True,
+              help="Ops in flight at once (0 = TensorFlow's default; keep it at 2 or more).")
+def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float, cores: str, intra_op_threads: int,
+              inter_op_threads: int) -> None:
     """Run task TASK of a TensorFlow cluster (a tf.distribute.Server) until killed.
 
     Start one on every host of the spec, then run the step from any machine
@@ -341,12 +372,17 @@ def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float) -> None:
       pardnn serve --cluster-spec cluster.json --task 1
     """
     from ..backend.tf_cluster import read_cluster_spec
-    from ..backend.tf_server import serve
+    from ..backend.tf_server import parse_cores, serve
 
+    try:
+        core_list = parse_cores(cores)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cores") from None
     spec = read_cluster_spec(cluster_spec)
     if task >= len(spec.tasks):
         raise InputError(f"{cluster_spec}: task {task} does not exist; job {spec.job!r} has {len(spec.tasks)} tasks")
-    code = serve(spec.to_dict(), spec.job, task, cpus=cpus, lifetime_s=lifetime)
+    code = serve(spec.to_dict(), spec.job, task, cpus=cpus, lifetime_s=lifetime, cores=core_list,
+                 intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads)
     if code == 0:   # the lifetime is over; the gRPC server's threads never stop by themselves
         sys.stdout.flush()
         os._exit(0)

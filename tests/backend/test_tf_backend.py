@@ -31,13 +31,13 @@ from pardnn.backend import tf_run  # noqa: E402
 from pardnn.backend.equivalence import compare_tensors  # noqa: E402
 from pardnn.backend.tf_backend import run_on_cluster  # noqa: E402
 from pardnn.backend.tf_checks import check_step_stats, count_send_recv  # noqa: E402
-from pardnn.backend.tf_cluster import LocalCluster, TFClusterSpec  # noqa: E402
+from pardnn.backend.tf_cluster import LocalCluster, Pinning, TFClusterSpec  # noqa: E402
 from pardnn.backend.tf_devices import LocalTarget, map_devices  # noqa: E402
 from pardnn.backend.tf_rewrite import Assignment, assign_devices, placed_graph_def  # noqa: E402
 from pardnn.backend.tf_step import place_step  # noqa: E402
 from pardnn.cli import cli  # noqa: E402
 from pardnn.cluster import Cluster  # noqa: E402
-from pardnn.errors import EXIT_INPUT, EXIT_RUNTIME, PlacementError, RuntimeFailure  # noqa: E402
+from pardnn.errors import EXIT_INPUT, EXIT_RUNTIME, EXIT_USAGE, PlacementError, RuntimeFailure  # noqa: E402
 from pardnn.frontends.tensorflow import import_function, import_keras  # noqa: E402
 from pardnn.frontends.tensorflow.keras_step import make_train_step  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
@@ -407,6 +407,20 @@ def test_two_task_local_cluster_reproduces_losses_and_always_shuts_down(imports,
     assert all(p.poll() is not None for p in procs)
 
 
+def test_pinned_servers_each_run_on_cores_of_their_own(imports):
+    """With a Pinning, each task's process is pinned to its own block of cores before TensorFlow starts, and a
+    placed step on them still reproduces the single-device results."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("pinning two tasks needs two cores")
+    with LocalCluster(2, pinning=Pinning(cores_per_task=1)) as lc:
+        assert [os.sched_getaffinity(p.pid) for p in lc.processes] == [{cores[0]}, {cores[1]}]
+        g = imports["cnn"].graph
+        r = run_on_cluster(imports["cnn"], scattered(g, 2), lc.spec, device_kind="cpu", steps=1)
+        assert r.ok and r.placement_check.moved == () and r.mode == "cluster"
+    assert all(p.poll() is not None for p in lc.processes)
+
+
 def test_servers_stop_by_themselves_when_their_lifetime_is_over():
     lc = LocalCluster(1, lifetime_s=1.0)
     lc.start()
@@ -577,12 +591,19 @@ def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path,
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"worker": ["127.0.0.1:1"]}))
     runner = CliRunner()
+    cores = len(os.sched_getaffinity(0))
     for args, code, msg in [
         ([str(other)], EXIT_INPUT, "(the placement was made for graph"),
         ([str(ok), "--device-kind", "gpu"], EXIT_INPUT, "needs GPU 0, but this host has 0 GPU"),
         ([str(ok), "--cluster-spec", str(spec)], EXIT_RUNTIME, "at 127.0.0.1:1 is not reachable"),
+        ([str(ok), "--local-cluster", "2", "--pin", "--cores-per-task", str(cores)], EXIT_INPUT,
+         f"pinning 2 task(s) to {cores} core(s) each needs {2 * cores} cores; this process may use {cores}"),
     ]:
         res = runner.invoke(cli, ["-q", "run", str(cnn_savedmodel), *args])
         assert res.exit_code == code, res.output
         lines = [ln for ln in res.output.splitlines() if ln.startswith("pardnn: error:")]
         assert len(lines) == 1 and msg in lines[0]
+    for args, msg in [(["--pin"], "--pin applies to --local-cluster only"),
+                      (["--local-cluster", "2", "--intra-op-threads", "1"], "--intra-op-threads needs --pin")]:
+        res = runner.invoke(cli, ["-q", "run", str(cnn_savedmodel), str(ok), *args])
+        assert res.exit_code == EXIT_USAGE and f"Error: {msg}" in res.output, res.output
