@@ -7,7 +7,8 @@ import pytest
 
 MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api",
            "pardnn.frontends.synthetic", "pardnn.frontends.common", "pardnn.frontends.roofline",
-           "pardnn.report.timeline", "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured"]
+           "pardnn.report.timeline", "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured",
+           "pardnn.calibration"]
 
 
 @pytest.mark.parametrize("name", MODULES)

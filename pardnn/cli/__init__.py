@@ -6,7 +6,7 @@ one line on stderr and their documented exit code, in one place.
 The package holds the group (here), the options and helpers the commands
 share (`pardnn.cli.options`) and one module per command or family of
 commands: `info`, `partition` (partition, simulate), `importing` (import),
-`bench`, `report` and `run` (run, rewrite, serve). The command modules
+`bench`, `report`, `run` (run, rewrite, serve) and `calibrate`. The command modules
 import `options` and the library, never this module; the group collects
 their commands at the end of this one, so nothing imports in a circle.
 """
@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # The commands, each defined in its own module without reference to the group, join it here.
-from . import bench, importing, info, partition, report, run  # noqa: E402
+from . import bench, calibrate, importing, info, partition, report, run  # noqa: E402
 
 for _command in (info.info, partition.partition, partition.simulate, importing.import_cmd, bench.bench,
-                 report.report_cmd, run.run_cmd, run.rewrite_cmd, run.serve_cmd):
+                 report.report_cmd, run.run_cmd, run.rewrite_cmd, run.serve_cmd, calibrate.calibrate_cmd):
     cli.add_command(_command)

@@ -607,3 +607,48 @@ def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path,
                       (["--local-cluster", "2", "--intra-op-threads", "1"], "--intra-op-threads needs --pin")]:
         res = runner.invoke(cli, ["-q", "run", str(cnn_savedmodel), str(ok), *args])
         assert res.exit_code == EXIT_USAGE and f"Error: {msg}" in res.output, res.output
+
+
+# ---------------------------------------------------------------------------
+# pardnn calibrate
+# ---------------------------------------------------------------------------
+
+def _calibrate(tmp_path, *args):
+    out = tmp_path / "cluster.json"
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "calibrate", "-o", str(out),
+           "--repeats", "2", "--sizes", "4KiB,4MiB", "--json", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout), out
+
+
+def test_calibrate_two_logical_cpus_writes_a_cluster_partition_and_simulate_take(tmp_path, cnn_savedmodel):
+    from pardnn.cluster import load_cluster
+
+    report, out = _calibrate(tmp_path, "-k", "2", "--memory", "1GiB")
+    c = load_cluster(out)
+    assert c.names == ("/device:CPU:0", "/device:CPU:1") and c.devices[0].speed == 1.0
+    assert all(d.memory_bytes == 1 << 30 for d in c.devices) and c.devices[1].speed > 0
+    assert c.links is not None and c.links[0][1] is not None and c.links[1][0] is not None
+    # the printed fit: 2 sizes x counts 1 and 4 per link, with its residuals
+    fit = report["links"][0][1]
+    assert fit["sizes"] == [4096, 4096, 4 << 20, 4 << 20] and fit["counts"] == [1, 4, 1, 4]
+    assert len(fit["residuals_us"]) == 4 and report["speed"][0] == 1.0
+    placement = tmp_path / "p.json"
+    runner = CliRunner()
+    r = runner.invoke(cli, ["-q", "partition", str(cnn_savedmodel), "--cluster", str(out), "-o", str(placement)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, ["-q", "simulate", str(cnn_savedmodel), str(placement), "--cluster", str(out), "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["devices"] == list(c.names)
+
+
+def test_calibrate_a_pinned_local_cluster_measures_its_grpc_links(tmp_path):
+    from pardnn.cluster import load_cluster
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("pinning two tasks needs two cores")
+    report, out = _calibrate(tmp_path, "--local-cluster", "2", "--pin")
+    c = load_cluster(out)
+    assert c.names == ("/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0")
+    # gRPC between two processes copies every byte: a real, finite bandwidth and a step that costs time
+    assert 1.0 < c.bandwidth[0, 1] < 1e6 and report["links"][0][1]["times_us"][-1] > 0

@@ -221,3 +221,15 @@ def test_run_trace_is_for_tensorflow_models_only(tmp_path):
     r = run("run", SAMPLES / "onnx_gpt_tiny.onnx", tmp_path / "p.json", "--trace", tmp_path / "t.json")
     assert r.exit_code == EXIT_USAGE and "--trace applies to TensorFlow models only" in r.stderr
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--pin"], "--pin applies to --local-cluster only"),
+    (["--local-cluster", "2", "--cores-per-task", "1"], "--cores-per-task needs --pin"),
+    (["--local-cluster", "2", "--cluster-spec", "c.json"], "either --local-cluster or --cluster-spec"),
+    (["--sizes", "1MiB,1MiB"], "at least two different sizes"),
+    (["--sizes", "1MiB,lots"], "--sizes"),
+])
+def test_calibrate_usage_errors(tmp_path, args, msg):
+    r = run("calibrate", "-o", tmp_path / "c.json", *args)
+    assert r.exit_code == EXIT_USAGE and msg in r.stderr and not (tmp_path / "c.json").exists()

@@ -1,0 +1,146 @@
+"""``pardnn calibrate``: measure a TensorFlow cluster's devices and links (needs TensorFlow).
+
+Everything runs in ``tf.compat.v1.Session`` steps on the devices a placed run would use (this host's GPUs or
+logical CPUs, or a cluster's tasks; `pardnn.backend.tf_devices`), with grappler off as in ``pardnn run``:
+
+* **device speed**: a fixed op set (four chained 512 x 512 matmuls, a 3 x 3 convolution over 4 x 32 x 32 x 16,
+  element-wise ops), its inputs made on the device, timed on each device; the median of ``repeats`` steps
+  after a warm-up, less the median of a one-op step on the same device (what running anything there costs:
+  in a cluster, reaching the task) (`OP_SET`);
+* **links**: for each ordered pair of devices (a, b) and each size, a step in which ``count`` tensors of that
+  size, read from variables on a, are each sliced on b, against the same step with the slices on a. The
+  difference of the two medians is what the transfers cost. Counts 1 and 4 separate a step's one-off cost of
+  using the link from the per-transfer latency (`pardnn.calibration.fit_link`).
+
+`calibrate` returns a `Calibration`: the times, the fits and the `pardnn.cluster.Cluster` they give.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+
+from ..calibration import LinkFit, calibrated_cluster, fit_link
+from ..cluster import Cluster
+from ..errors import RuntimeFailure
+from ..frontends.tensorflow._tf import tf
+from .tf_run import op_failure, session_config
+
+DEFAULT_SIZES = (4 << 10, 256 << 10, 2 << 20, 8 << 20)
+COUNTS = (1, 4)
+OP_SET = "4 chained 512x512 matmuls, a 3x3 conv over 4x32x32x16, relu/tanh reductions"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    devices: tuple[str, ...]
+    """The TensorFlow devices measured, in cluster order."""
+    device_times_us: tuple[float, ...]
+    """Median time of the op set on each device, less that of a one-op step there."""
+    links: tuple[tuple[LinkFit | None, ...], ...]
+    """The fit of each ordered pair (None on the diagonal)."""
+    cluster: Cluster
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"devices": list(self.devices), "op_set": OP_SET,
+                "device_times_us": list(self.device_times_us),
+                "speed": [d.speed for d in self.cluster.devices],
+                "links": [[None if f is None else f.to_dict() for f in row] for row in self.links],
+                "cluster": self.cluster.to_dict(), "seconds": round(self.seconds, 2)}
+
+
+def _median_us(sess, fetch, repeats: int) -> float:
+    sess.run(fetch)                       # warm-up: kernels, rendezvous, allocator
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        sess.run(fetch)
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def _op_set(device: str):
+    with tf.device(device):
+        a = tf.random.stateless_uniform([512, 512], seed=[1, 2])
+        m = a
+        for _ in range(4):
+            m = tf.matmul(m, a) * (1.0 / 512)
+        img = tf.random.stateless_uniform([4, 32, 32, 16], seed=[3, 4])
+        k = tf.random.stateless_uniform([3, 3, 16, 16], seed=[5, 6])
+        c = tf.nn.conv2d(img, k, 1, "SAME")
+        return (tf.reduce_sum(tf.nn.relu(m)) + tf.reduce_sum(tf.tanh(c))).op
+
+
+def _empty_step(device: str):
+    with tf.device(device):
+        return tf.random.stateless_uniform([1], seed=[7, 8]).op
+
+
+def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
+              sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, memory_bytes: Sequence[int | None] | None = None,
+              names: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> Calibration:
+    """Measure ``devices`` (TensorFlow device names) from a session on ``session_target`` (see the module
+    docstring). ``names``: the cluster's device names (default: ``devices``)."""
+    K = len(devices)
+    t_all = time.perf_counter()
+    config = config or session_config()
+    sizes = sorted({int(s) for s in sizes})
+    if len(sizes) < 2:
+        raise ValueError("calibrate needs at least two transfer sizes")
+    note = progress or (lambda _msg: None)
+    graph = tf.Graph()
+    with graph.as_default():
+        op_sets = [_op_set(d) for d in devices]
+        empties = [_empty_step(d) for d in devices]
+        variables = {}                     # (device index, size, copy) -> variable
+        for a in range(K if K > 1 else 0):
+            with tf.device(devices[a]):
+                for n in sizes:
+                    for i in range(max(COUNTS)):
+                        variables[(a, n, i)] = tf.compat.v1.get_variable(
+                            f"calib_{a}_{n}_{i}", shape=[n // 4], dtype=tf.float32,
+                            initializer=tf.compat.v1.zeros_initializer(), use_resource=True)
+
+        def step(a: int, b: int, n: int, count: int):
+            ends = []
+            for i in range(count):
+                with tf.device(devices[a]):
+                    x = variables[(a, n, i)].read_value()
+                with tf.device(devices[b]):
+                    ends.append(tf.slice(x, [0], [1]).op)
+            return tf.group(*ends)
+
+        pairs = [(a, b) for a in range(K) for b in range(K) if a != b]
+        steps = {(a, b, n, c): (step(a, b, n, c), step(a, a, n, c)) for a, b in pairs for n in sizes for c in COUNTS}
+        init = tf.compat.v1.global_variables_initializer()
+    try:
+        with tf.compat.v1.Session(session_target, graph=graph, config=config) as sess:
+            sess.run(init)
+            dev_times = []
+            for d, op, empty in zip(devices, op_sets, empties):
+                note(f"timing the op set on {d}")
+                dev_times.append(_median_us(sess, op, repeats) - _median_us(sess, empty, repeats))
+            links: list[list[LinkFit | None]] = [[None] * K for _ in range(K)]
+            for a, b in pairs:
+                note(f"timing transfers {devices[a]} -> {devices[b]}")
+                xs, cs, ts = [], [], []
+                for n in sizes:
+                    for c in COUNTS:
+                        cross, local = steps[(a, b, n, c)]
+                        t_cross = _median_us(sess, cross, repeats)
+                        t_local = _median_us(sess, local, repeats)
+                        xs.append(n)
+                        cs.append(c)
+                        ts.append(max(t_cross - t_local, 0.0))
+                links[a][b] = fit_link(xs, ts, cs)
+    except tf.errors.OpError as exc:
+        raise op_failure(exc, "calibration") from None
+    if any(not (t > 0) for t in dev_times):
+        raise RuntimeFailure("calibration: a device ran the op set in no measurable time")
+    cluster = calibrated_cluster(list(names or devices), dev_times, links, memory_bytes)
+    return Calibration(tuple(devices), tuple(dev_times), tuple(tuple(r) for r in links), cluster,
+                       time.perf_counter() - t_all)

@@ -1,0 +1,134 @@
+"""From timings to a `pardnn.cluster`: least-squares link fits and device speeds (numpy only).
+
+``pardnn calibrate`` (`pardnn.backend.tf_calibrate`) times a fixed set of ops on each device and transfers
+of several sizes on each link; this module turns those timings into the machine model's parameters:
+
+* a device's **speed** is device 0's time for the op set over its own (SPEC §1: an op of time ``t`` takes
+  ``t / speed``), so device 0 has speed 1;
+* a link's **latency and bandwidth** are the non-negative least-squares fit of
+  ``time = overhead + count * (latency + bytes / bandwidth)`` to steps that each move ``count`` tensors of
+  ``bytes`` (`fit_link`). A fitted slope of 0 means the sizes tried moved faster than the timer could tell
+  (logical CPU devices in one process pass tensors by reference): the bandwidth is then `FAST_BANDWIDTH`.
+
+>>> f = fit_link([0, 1000, 2000], [30.0, 40.0, 50.0])
+>>> round(f.latency_us, 6), round(f.bandwidth_bytes_per_us, 6), f.max_residual_us < 1e-9
+(30.0, 100.0, True)
+>>> f = fit_link([100, 100, 10000, 10000], [80.0, 260.0, 179.0, 656.0], counts=[1, 4, 1, 4])
+>>> round(f.overhead_us, 3), round(f.latency_us, 3), round(f.bandwidth_bytes_per_us, 3)
+(20.0, 59.0, 100.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .cluster import Cluster, Device, Link
+
+FAST_BANDWIDTH = 1e9
+"""Bytes per microsecond given to a link whose fitted slope is not positive (1 PB/s: free)."""
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """``time = overhead + count * (latency + bytes / bandwidth)`` fitted to one link's timed steps.
+
+    Each measurement moves ``count`` tensors of ``bytes`` each in one step. ``overhead`` is what a step pays
+    once for using the link at all (in a cluster: the extra task's part of the step), apart from the
+    per-transfer ``latency`` the machine model charges every tensor.
+    """
+
+    latency_us: float
+    bandwidth_bytes_per_us: float
+    overhead_us: float
+    sizes: tuple[int, ...]
+    counts: tuple[int, ...]
+    times_us: tuple[float, ...]
+    residuals_us: tuple[float, ...]
+    """Measured minus fitted, per measurement."""
+
+    @property
+    def slope_positive(self) -> bool:
+        """False when the bytes cost nothing measurable (the bandwidth is then `FAST_BANDWIDTH`)."""
+        return self.bandwidth_bytes_per_us < FAST_BANDWIDTH
+
+    @property
+    def max_residual_us(self) -> float:
+        return float(max((abs(r) for r in self.residuals_us), default=0.0))
+
+    @property
+    def relative_residual(self) -> float:
+        """The largest residual over the largest measured time (0 when nothing took time)."""
+        top = max((abs(t) for t in self.times_us), default=0.0)
+        return self.max_residual_us / top if top > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"latency_us": self.latency_us, "bandwidth_bytes_per_us": self.bandwidth_bytes_per_us,
+                "overhead_us": self.overhead_us, "sizes": list(self.sizes), "counts": list(self.counts),
+                "times_us": list(self.times_us), "residuals_us": list(self.residuals_us)}
+
+
+def fit_link(sizes: Sequence[float], times_us: Sequence[float], counts: Sequence[int] | None = None) -> LinkFit:
+    """Non-negative least squares of ``time = overhead + count * latency + count * bytes / bandwidth``.
+
+    ``counts`` (default: all 1) is how many tensors of ``sizes[i]`` bytes each measurement moved. With a
+    single count, overhead and latency cannot be told apart and all of the intercept is latency. Needs at
+    least two distinct sizes. A slope of 0 (the bytes cost nothing measurable) gives `FAST_BANDWIDTH`.
+    """
+    from scipy.optimize import nnls
+
+    x = np.asarray(sizes, dtype=np.float64)
+    y = np.asarray(times_us, dtype=np.float64)
+    c = np.ones_like(x) if counts is None else np.asarray(counts, dtype=np.float64)
+    if x.shape != y.shape or x.shape != c.shape or x.ndim != 1:
+        raise ValueError("sizes, counts and times must be lists of the same length")
+    if np.unique(x).size < 2:
+        raise ValueError("a link fit needs transfers of at least two sizes")
+    if not (np.all(np.isfinite(y)) and np.all(c >= 1)):
+        raise ValueError("transfer times must be finite and counts at least 1")
+    two_counts = np.unique(c).size > 1
+    scale = max(float(x.max()), 1.0)          # keep the columns' magnitudes comparable for the solver
+    cols = [c, c * x / scale] if not two_counts else [np.ones_like(x), c, c * x / scale]
+    coef, _ = nnls(np.stack(cols, axis=1), y)
+    if two_counts:
+        overhead, latency, slope = coef
+    else:
+        overhead, (latency, slope) = 0.0, coef
+    slope /= scale
+    bandwidth = 1.0 / slope if slope > 1.0 / FAST_BANDWIDTH else FAST_BANDWIDTH
+    fitted = overhead + c * latency + c * x * slope
+    return LinkFit(float(latency), float(bandwidth), float(overhead), tuple(int(s) for s in x),
+                   tuple(int(k) for k in c), tuple(float(t) for t in y), tuple(float(r) for r in y - fitted))
+
+
+def speeds(times_us: Sequence[float]) -> list[float]:
+    """Each device's speed relative to device 0, from its time for the same op set.
+
+    >>> speeds([100.0, 50.0, 200.0])
+    [1.0, 2.0, 0.5]
+    """
+    t = [float(x) for x in times_us]
+    if not t or any(not (x > 0) for x in t):
+        raise ValueError("every device's op-set time must be positive")
+    return [t[0] / x for x in t]
+
+
+def calibrated_cluster(names: Sequence[str], device_times_us: Sequence[float],
+                       links: Sequence[Sequence[LinkFit | None]], memory_bytes: Sequence[int | None] | None = None
+                       ) -> Cluster:
+    """The cluster: measured speeds, a link per fitted ordered pair, and the links' median latency and bandwidth
+    as the cluster-wide values (used where a pair has no fit)."""
+    K = len(names)
+    mem = list(memory_bytes) if memory_bytes is not None else [None] * K
+    devs = tuple(Device(n, m, s) for n, m, s in zip(names, mem, speeds(device_times_us)))
+    fits = [f for row in links for f in row if f is not None]
+    if not fits:
+        return Cluster(devs)
+    lat = float(np.median([f.latency_us for f in fits]))
+    bw = float(np.median([f.bandwidth_bytes_per_us for f in fits]))
+    matrix = tuple(tuple(None if (a == b or links[a][b] is None) else
+                         Link(links[a][b].latency_us, links[a][b].bandwidth_bytes_per_us)
+                         for b in range(K)) for a in range(K))
+    return Cluster(devs, lat, bw, matrix)

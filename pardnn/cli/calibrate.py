@@ -1,0 +1,147 @@
+"""``pardnn calibrate``: measure the devices and links a run would use and write them as a ``pardnn.cluster``."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import MissingDependencyError
+from ..fileio import check_writable, write_json
+from ..units import format_time, parse_size
+from .options import echo_json, list_of
+
+
+def _rate(bytes_per_us: float) -> str:
+    gbs = bytes_per_us * 1e6 / 1e9
+    return "free (no measurable cost)" if bytes_per_us >= 1e9 else f"{gbs:.3g} GB/s"
+
+
+@click.command(name="calibrate")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Write the measured cluster (pardnn.cluster JSON) here.")
+@click.option("-k", "--devices", type=click.IntRange(1, 64), metavar="K",
+              help="Devices on this host: its GPUs when it has K, else K logical CPU devices [default: 2, or one "
+                   "per task with --local-cluster / --cluster-spec].")
+@click.option("--local-cluster", type=click.IntRange(1, 64), metavar="N",
+              help="Start N TensorFlow servers on 127.0.0.1 and measure their devices (one per task by default).")
+@click.option("--pin", is_flag=True, help="With --local-cluster: each task on cores of its own (as pardnn run --pin).")
+@click.option("--cores-per-task", type=click.IntRange(1), metavar="C", help="With --pin: cores per task.")
+@click.option("--intra-op-threads", type=click.IntRange(1), metavar="T", help="With --pin: threads per op.")
+@click.option("--inter-op-threads", type=click.IntRange(1), default=2, show_default=True, metavar="I",
+              help="With --pin: ops in flight per task.")
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+              help="Measure the cluster in this JSON spec (tasks started with `pardnn serve`).")
+@click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
+@click.option("--memory", metavar="SIZE", help="Memory per device to write into the cluster [default: unlimited].")
+@click.option("--sizes", default="4KiB,256KiB,2MiB,8MiB", show_default=True, metavar="LIST",
+              help="Transfer sizes to time on each link (at least two).")
+@click.option("--repeats", type=click.IntRange(1), default=7, show_default=True,
+              help="Timed steps per measurement (the median is used).")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurements and fits as one JSON object.")
+@click.pass_context
+def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: bool, cores_per_task,
+                  intra_op_threads, inter_op_threads: int, cluster_spec, device_kind: str, memory, sizes: str,
+                  repeats: int, as_json: bool) -> None:
+    """Measure each device's speed and each link's latency and bandwidth; write a pardnn.cluster.
+
+    Speed: a fixed set of ops timed on every device, relative to device 0.
+    Links: for each ordered pair, steps moving 1 and 4 tensors of each of
+    --sizes, less the same steps kept on one device, fitted by least
+    squares to overhead + count x (latency + bytes / bandwidth). The fit
+    and its residuals are printed. partition, simulate and run take the
+    file with --cluster.
+
+    \b
+    Examples:
+      pardnn calibrate -k 2 -o cpus.json                       # 2 logical CPU devices
+      pardnn calibrate --local-cluster 2 --pin -o pinned.json  # 2 pinned servers on this host
+      pardnn calibrate --cluster-spec cluster.json -o c.json   # your servers (pardnn serve)
+    """
+    if local_cluster and cluster_spec:
+        raise click.UsageError("give either --local-cluster or --cluster-spec, not both")
+    pin_flags = {"--pin": pin, "--cores-per-task": cores_per_task, "--intra-op-threads": intra_op_threads,
+                 "--inter-op-threads": inter_op_threads != 2}
+    if not local_cluster and any(pin_flags.values()):
+        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} applies to --local-cluster only")
+    if not pin and any(pin_flags.values()):
+        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} needs --pin")
+    size_list = list_of(parse_size, sizes, "--sizes")
+    if len(set(size_list)) < 2 or min(size_list) < 4:
+        raise click.BadParameter("give at least two different sizes of 4 bytes or more", param_hint="--sizes")
+    mem = parse_size(memory) if memory else None
+    check_writable(output)
+    try:
+        from ..backend import tf_run
+        from ..backend.tf_calibrate import calibrate
+    except ImportError as exc:
+        raise MissingDependencyError(f"pardnn calibrate needs the 'tf' extra (pip install 'pardnn[tf]'): {exc}") \
+            from None
+    progress = ctx.obj["progress"]
+    kw = dict(sizes=size_list, repeats=repeats, progress=progress.note)
+    with progress.stage("calibrating"):
+        if local_cluster or cluster_spec:
+            cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw,
+                              _pinning(pin, cores_per_task, intra_op_threads, inter_op_threads))
+        else:
+            k = devices or 2
+            kind = "gpu" if device_kind == "gpu" or (device_kind == "auto" and tf_run.local_gpus() >= k) else "cpu"
+            if kind == "cpu":
+                tf_run.setup_logical_cpus(k)
+            names = tuple(f"/device:{kind.upper()}:{i}" for i in range(k))
+            cal = calibrate(names, config=tf_run.session_config(cpus=k if kind == "cpu" else None),
+                            memory_bytes=[mem] * k, **kw)
+    write_json(output, cal.cluster.to_dict(), indent=2)
+    if as_json:
+        echo_json({**cal.to_dict(), "output": output})
+        return
+    click.echo(_table(cal))
+    click.echo(f"wrote {output}")
+
+
+def _pinning(pin, cores_per_task, intra, inter):
+    from .run import _pinning as pinning
+    return pinning(pin, cores_per_task, intra, inter)
+
+
+def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning):
+    from ..backend.tf_backend import cluster_target
+    from ..backend.tf_calibrate import calibrate
+    from ..backend.tf_cluster import LocalCluster, check_reachable, read_cluster_spec
+    from ..backend.tf_devices import map_devices
+    from ..backend.tf_run import session_config
+    from ..placement import Placement
+    import numpy as np
+
+    def run(spec):
+        k = devices or len(spec.tasks)
+        dummy = Placement(np.zeros(1, dtype=np.int64), tuple(f"/device:GPU:{i}" for i in range(k)), "calibrate")
+        check_reachable(spec)
+        target = cluster_target(spec, dummy, device_kind)
+        names = map_devices(dummy.devices, target)
+        return calibrate(names, session_target=spec.target, config=session_config(isolate=True),
+                         memory_bytes=[mem] * k, **kw)
+
+    if cluster_spec:
+        return run(read_cluster_spec(cluster_spec))
+    k = devices or local_cluster
+    per_task = -(-k // local_cluster)
+    with LocalCluster(local_cluster, cpus_per_task=per_task, pinning=pinning) as lc:
+        return run(lc.spec)
+
+
+def _table(cal) -> str:
+    c = cal.cluster
+    w = max(len("device"), *(len(d) for d in cal.devices))
+    lines = [f"calibrated {len(cal.devices)} device(s) in {cal.seconds:.1f} s",
+             f"{'device':<{w}}  {'op set':>10}  speed"]
+    for d, t, dev in zip(cal.devices, cal.device_times_us, c.devices):
+        lines.append(f"{d:<{w}}  {format_time(t):>10}  {dev.speed:.3f}")
+    pairs = [(a, b, f) for a, row in enumerate(cal.links) for b, f in enumerate(row) if f is not None]
+    if pairs:
+        lines.append("link (a -> b)    latency    bandwidth              step overhead  max residual")
+        for a, b, f in pairs:
+            lines.append(f"{a} -> {b}  {format_time(f.latency_us):>14}  {_rate(f.bandwidth_bytes_per_us):<22} "
+                         f"{format_time(f.overhead_us):>13}  {format_time(f.max_residual_us):>12} "
+                         f"({100 * f.relative_residual:.0f}% of the largest time)")
+        lines.append(f"cluster-wide (medians): latency {format_time(c.latency_us)}, bandwidth "
+                     f"{_rate(c.bandwidth_bytes_per_us)}")
+    return "\n".join(lines)
