@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 N, D, DEPTH = 256, 1024, 6
 
 
-def two_towers():
-    """The step as a `TFImport`, and the placement with tower B (ops under ``tower_b``) on device 1."""
+def two_towers(options=None):
+    """The step as a `TFImport` (imported with ``options``), and the placement with tower B (ops under
+    ``tower_b``) on device 1."""
     import numpy as np
 
     from pardnn.frontends.tensorflow import import_function
@@ -47,7 +48,7 @@ def two_towers():
         return tf.reduce_sum(a) + tf.reduce_sum(b)
 
     x = rng.standard_normal((N, D), dtype=np.float32)
-    imp = import_function(step, x, x.copy())
+    imp = import_function(step, x, x.copy(), options=options)
     g = imp.graph
     dev = np.array([1 if "tower_b" in name or name.startswith("xb") else 0 for name in g.names], dtype=np.int64)
     return imp, Placement(dev, ("/device:CPU:0", "/device:CPU:1"), g.name)
