@@ -13,7 +13,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
-from ..placement import load_placement, save_placement
+from ..placement import Placement, load_placement, save_placement
 from ..units import format_bytes, format_time
 from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       frontend_options, make_frontend_options, placement_cluster, read_input,
@@ -157,6 +157,9 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     if time_passes and timings:
         from ..pipeline import format_timings
         click.echo(format_timings(timings), err=True)
+    batch = opts.batch_size if opts.batch_size is not None else g.meta.get("batch_size")
+    if batch is not None:        # pardnn run refuses another batch size for this placement
+        plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, {**plan.meta, "batch_size": batch})
     with output_transaction():   # the placement, its .place form and the report appear together or not at all
         save_placement(plan, g, output)
         if place_path:

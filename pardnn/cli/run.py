@@ -215,9 +215,11 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     """
     kind = fmt or detect_format(model)
     if kind not in RUNNABLE:
-        what = "a pardnn.graph has no model to run" if kind == "pardnn" else f"running {kind} models"
-        raise InputError(f"{model}: {what} is not supported yet; pardnn run supports: "
-                         f"{', '.join(sorted(set(RUNNABLE)))}")
+        runnable = ", ".join(sorted(set(RUNNABLE)))
+        if kind == "pardnn":
+            raise InputError(f"{model}: a pardnn.graph holds no model to run; run the model it was imported from "
+                             f"({runnable}; for Keras, a SavedModel with a train_step signature: docs/keras.md)")
+        raise InputError(f"{model}: pardnn run cannot run {kind} models; it runs {runnable}")
     tf_only = {"--local-cluster": local_cluster, "--cluster-spec": cluster_spec, "--soft-placement": soft_placement,
                "--write": write_path, "--device-kind": device_kind if device_kind != "auto" else None,
                "--noise-factor": noise_factor is not None, "--trace": trace_path}
@@ -238,6 +240,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         refuse_overwrite(trace_path, model, placement, cluster_path)
         check_writable(trace_path)
         distinct_outputs(write_path, trace_path)
+    _check_batch_size(placement, batch_size)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     flags = (cluster_path, devices, memory, speed, bandwidth, latency)
@@ -282,6 +285,20 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if not report.outputs_match:
         raise RuntimeFailure(f"the placed model's outputs differ from the whole model's "
                              f"(max |difference| {report.max_abs_diff:.3g}, rtol {rtol}, atol {atol})")
+
+
+def _check_batch_size(placement: str, batch_size) -> None:
+    """A placement made for one ``--batch-size`` is refused with another (its tensor sizes, so its memory
+    and times, were another step's)."""
+    from ..fileio import read_json
+    try:
+        made = read_json(placement).get("batch_size")
+    except (OSError, ValueError, AttributeError, InputError):
+        return          # an unreadable placement is reported by the backend, with its own message
+    if made is not None and made != batch_size:
+        given = f"--batch-size {batch_size}" if batch_size is not None else "no --batch-size"
+        raise InputError(f"{placement}: the placement was made with --batch-size {made}, but this run has {given}; "
+                         f"run with --batch-size {made}, or partition again for the batch you want")
 
 
 def _pinning(pin: bool, cores_per_task, intra, inter: int):

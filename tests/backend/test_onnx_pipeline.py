@@ -222,13 +222,16 @@ def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):
     cases = [
         (("run", models["mlp"], out, "--batch-size", 2, "--devices", 1), EXIT_INPUT, "which is not in the cluster"),
         (("run", models["gpt"], out, "--batch-size", 2, "--dim", "seq=4"), EXIT_INPUT, "is not in graph 'gpt'"),
-        (("run", models["mlp"], out), EXIT_INPUT, "--dim batch=VALUE or --batch-size VALUE"),
+        (("run", models["mlp"], out), EXIT_INPUT, "the placement was made with --batch-size 2, but this run has no "
+                                                  "--batch-size; run with --batch-size 2"),
+        (("run", models["mlp"], out, "--batch-size", 3), EXIT_INPUT,
+         "the placement was made with --batch-size 2, but this run has --batch-size 3"),
         (("run", REPO / "sample_graphs" / "pipedream_gnmt.json.gz", out), EXIT_INPUT,
-         "a pardnn.graph has no model to run is not supported yet"),
+         "a pardnn.graph holds no model to run; run the model it was imported from"),
     ]
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not an onnx model")
-    cases.append((("run", junk, out), EXIT_INPUT, "not a readable ONNX model"))
+    cases.append((("run", junk, out, "--batch-size", 2), EXIT_INPUT, "not a readable ONNX model"))
     for args, code, message in cases:
         r = run(*args)
         assert r.exit_code == code, (args, r.output)
