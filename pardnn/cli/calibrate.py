@@ -7,7 +7,7 @@ import click
 from ..errors import MissingDependencyError
 from ..fileio import check_writable, write_json
 from ..units import format_time, parse_size
-from .options import echo_json, list_of
+from .options import echo_json, list_of, pin_options, pinning_from
 
 
 def _rate(bytes_per_us: float) -> str:
@@ -23,11 +23,7 @@ def _rate(bytes_per_us: float) -> str:
                    "per task with --local-cluster / --cluster-spec].")
 @click.option("--local-cluster", type=click.IntRange(1, 64), metavar="N",
               help="Start N TensorFlow servers on 127.0.0.1 and measure their devices (one per task by default).")
-@click.option("--pin", is_flag=True, help="With --local-cluster: each task on cores of its own (as pardnn run --pin).")
-@click.option("--cores-per-task", type=click.IntRange(1), metavar="C", help="With --pin: cores per task.")
-@click.option("--intra-op-threads", type=click.IntRange(1), metavar="T", help="With --pin: threads per op.")
-@click.option("--inter-op-threads", type=click.IntRange(1), default=2, show_default=True, metavar="I",
-              help="With --pin: ops in flight per task.")
+@pin_options
 @click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
               help="Measure the cluster in this JSON spec (tasks started with `pardnn serve`).")
 @click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
@@ -58,12 +54,7 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
     """
     if local_cluster and cluster_spec:
         raise click.UsageError("give either --local-cluster or --cluster-spec, not both")
-    pin_flags = {"--pin": pin, "--cores-per-task": cores_per_task, "--intra-op-threads": intra_op_threads,
-                 "--inter-op-threads": inter_op_threads != 2}
-    if not local_cluster and any(pin_flags.values()):
-        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} applies to --local-cluster only")
-    if not pin and any(pin_flags.values()):
-        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} needs --pin")
+    pinning = pinning_from(local_cluster, pin, cores_per_task, intra_op_threads, inter_op_threads)
     size_list = list_of(parse_size, sizes, "--sizes")
     if len(set(size_list)) < 2 or min(size_list) < 4:
         raise click.BadParameter("give at least two different sizes of 4 bytes or more", param_hint="--sizes")
@@ -79,8 +70,7 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
     kw = dict(sizes=size_list, repeats=repeats, progress=progress.note)
     with progress.stage("calibrating"):
         if local_cluster or cluster_spec:
-            cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw,
-                              _pinning(pin, cores_per_task, intra_op_threads, inter_op_threads))
+            cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning)
         else:
             k = devices or 2
             kind = "gpu" if device_kind == "gpu" or (device_kind == "auto" and tf_run.local_gpus() >= k) else "cpu"
@@ -95,11 +85,6 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
         return
     click.echo(_table(cal))
     click.echo(f"wrote {output}")
-
-
-def _pinning(pin, cores_per_task, intra, inter):
-    from .run import _pinning as pinning
-    return pinning(pin, cores_per_task, intra, inter)
 
 
 def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning):

@@ -73,6 +73,40 @@ def cluster_options(f):
     return f
 
 
+def pin_options(f):
+    """``--pin``, ``--cores-per-task``, ``--intra-op-threads``, ``--inter-op-threads`` (for ``--local-cluster``);
+    `pinning_from` checks and reads them."""
+    options = [
+        click.option("--pin", is_flag=True,
+                     help="With --local-cluster: pin each task to cores of its own (the usable cores split evenly, "
+                          "or --cores-per-task), so the tasks are devices that really run side by side."),
+        click.option("--cores-per-task", type=click.IntRange(1), metavar="C", help="With --pin: cores per task."),
+        click.option("--intra-op-threads", type=click.IntRange(1), metavar="T",
+                     help="With --pin: threads per op in each task [default: its cores]."),
+        click.option("--inter-op-threads", type=click.IntRange(1), default=2, show_default=True, metavar="I",
+                     help="With --pin: ops in flight in each task (1 blocks a task's partition: keep 2 or more)."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def pinning_from(local_cluster, pin: bool, cores_per_task, intra_op_threads, inter_op_threads: int):
+    """The `pardnn.backend.tf_cluster.Pinning` of `pin_options` (None without ``--pin``); misuse is a usage error."""
+    given = {"--pin": pin, "--cores-per-task": cores_per_task, "--intra-op-threads": intra_op_threads,
+             "--inter-op-threads": inter_op_threads != 2}
+    used = [k for k, v in given.items() if v]
+    if used and not local_cluster:
+        raise click.UsageError(f"{used[0]} applies to --local-cluster only")
+    if used and not pin:
+        raise click.UsageError(f"{used[0]} needs --pin")
+    if not pin:
+        return None
+    from ..backend.tf_cluster import Pinning
+    return Pinning(cores_per_task=cores_per_task or 0, intra_op_threads=intra_op_threads or 0,
+                   inter_op_threads=inter_op_threads)
+
+
 def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
                   bandwidth: str | None, latency: str | None, device_prefix: str,
                   default_devices: int | None = None) -> Cluster:

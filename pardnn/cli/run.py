@@ -24,7 +24,8 @@ from ..errors import InputError, MissingDependencyError, RuntimeFailure
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
-from .options import build_cluster, cluster_options, distinct_outputs, frontend_options, make_frontend_options
+from .options import (build_cluster, cluster_options, distinct_outputs, frontend_options, make_frontend_options,
+                      pin_options, pinning_from)
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -153,14 +154,7 @@ def _criterion_line(r) -> str:
 @click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
               help="TensorFlow: run on the cluster in this JSON spec ({\"worker\": [\"host:port\", ...]}); "
                    "start each task with `pardnn serve`.")
-@click.option("--pin", is_flag=True,
-              help="With --local-cluster: pin each task to cores of its own (the usable cores split evenly, or "
-                   "--cores-per-task), so the tasks are devices that really run side by side.")
-@click.option("--cores-per-task", type=click.IntRange(1), metavar="C", help="With --pin: cores per task.")
-@click.option("--intra-op-threads", type=click.IntRange(1), metavar="T",
-              help="With --pin: threads per op in each task [default: its cores].")
-@click.option("--inter-op-threads", type=click.IntRange(1), default=2, show_default=True, metavar="I",
-              help="With --pin: ops in flight in each task (1 blocks a task's partition: keep 2 or more).")
+@pin_options
 @click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
               help="TensorFlow: run on GPUs or logical CPU devices (auto: GPUs when there is one per device).")
 @click.option("--soft-placement", is_flag=True,
@@ -227,12 +221,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         used = [k for k, v in tf_only.items() if v]
         if used:
             raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
-    pin_flags = {"--pin": pin, "--cores-per-task": cores_per_task, "--intra-op-threads": intra_op_threads,
-                 "--inter-op-threads": inter_op_threads != 2}
-    if not local_cluster and any(pin_flags.values()):
-        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} applies to --local-cluster only")
-    if not pin and any(pin_flags.values()):
-        raise click.UsageError(f"{next(k for k, v in pin_flags.items() if v)} needs --pin")
+    pinning = pinning_from(local_cluster, pin, cores_per_task, intra_op_threads, inter_op_threads)
     if write_path:
         refuse_overwrite(write_path, model, placement)
         check_writable(write_path, directory_ok=True)
@@ -255,8 +244,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if kind in TF_FORMATS:
         extra = dict(local_cluster=local_cluster, cluster_spec=cluster_spec, device_kind=device_kind,
                      soft_placement=soft_placement, timeout_s=timeout_s, write=write_path, noise_factor=noise_factor,
-                     trace=bool(trace_path), pinning=_pinning(pin, cores_per_task, intra_op_threads,
-                                                              inter_op_threads))
+                     trace=bool(trace_path), pinning=pinning)
     with ctx.obj["progress"].stage(f"running {model} along {placement}"):
         report = backend.run_placement(model, placement, cluster=cluster_for, options=opts, steps=steps,
                                        rtol=rtol, atol=atol, **extra)
@@ -299,13 +287,6 @@ def _check_batch_size(placement: str, batch_size) -> None:
         given = f"--batch-size {batch_size}" if batch_size is not None else "no --batch-size"
         raise InputError(f"{placement}: the placement was made with --batch-size {made}, but this run has {given}; "
                          f"run with --batch-size {made}, or partition again for the batch you want")
-
-
-def _pinning(pin: bool, cores_per_task, intra, inter: int):
-    if not pin:
-        return None
-    from ..backend.tf_cluster import Pinning
-    return Pinning(cores_per_task=cores_per_task or 0, intra_op_threads=intra or 0, inter_op_threads=inter)
 
 
 @click.command(name="rewrite")
