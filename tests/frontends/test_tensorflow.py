@@ -448,18 +448,20 @@ def _allocator_peak(model: TFModel, feed: dict) -> int:
     """TensorFlow's own CPU allocator peak over a step of ``model``'s GraphDef, run as ``pardnn run`` runs it (a v1
     Session, graph optimizer off, after a warm-up step), less what the process held before
     (`pardnn.backend.tf_memory.PeakMeter`)."""
-    from pardnn.backend.tf_run import build_program, run_program
-    run = run_program(build_program(model, model.graph_def, {}), feed, steps=1, trace=False, allocators=("CPU:0",))
+    from pardnn.backend.tf_run import build_program, run_program, session_config
+    run = run_program(build_program(model, model.graph_def, {}), feed, steps=1, trace=False, allocators=("CPU:0",),
+                      config=session_config())
     assert run.peak_bytes is not None, run.peak_note
     return run.peak_bytes["CPU:0"]
 
 
 def test_a_reshape_identityn_chain_costs_what_tensorflow_allocates():
-    """x (4 MiB) -> Reshape -> IdentityN (with x again) -> ExpandDims -> Squeeze -> two sums.
+    """x = Fill (4 MiB) -> Reshape -> IdentityN (with x again) -> ExpandDims -> Squeeze -> two sums.
 
-    Every view forwards x's buffer, so TensorFlow's allocator peaks at x's 4 MiB (the fed copy). The machine
-    model, with the frontend's ``forwarded_as`` marks, predicts the same within 1%; counting each view as a
-    buffer of its own (the marks dropped) it would predict at least twice that.
+    Every view forwards x's buffer, so TensorFlow's allocator peaks at x's 4 MiB. The machine model, with the
+    frontend's ``forwarded_as`` marks, predicts the same within 1%; counting each view as a buffer of its own (the
+    marks dropped) it would predict at least twice that. x is made in the graph: a fed array TensorFlow may use
+    in place, without allocating, when numpy happened to align it.
     """
     from pardnn.frontends.tensorflow import import_function
     from pardnn.ir import FORWARDED_AS
@@ -468,20 +470,21 @@ def test_a_reshape_identityn_chain_costs_what_tensorflow_allocates():
     n = 1 << 20
 
     @tf.function
-    def step(x):
+    def step(v):
+        x = tf.fill([n], v)
         a, b = tf.identity_n([tf.reshape(x, [1024, 1024]), x])
         s = tf.squeeze(tf.expand_dims(a, 0), 0)
         return tf.reduce_sum(s) + tf.reduce_sum(b)
 
-    x = np.ones(n, np.float32)
-    imp = import_function(step, x)
+    v = np.float32(1.0)
+    imp = import_function(step, v)
     g = imp.graph
     forwarding = {g.ops[int(g.edge_dst[e])] for e in np.flatnonzero(
         [bool(x and FORWARDED_AS in x) for x in g.edge_extra])} if g.edge_extra else set()
     assert {"Reshape", "IdentityN", "ExpandDims", "Squeeze"} <= forwarding
     ident = g.id("IdentityN")
     assert g.port_forward[g.port_ptr[ident]:g.port_ptr[ident + 1]].tolist() != [-1, -1]   # both ports forward
-    measured = _allocator_peak(imp.model, {imp.model.feeds[0].name: x})
+    measured = _allocator_peak(imp.model, {imp.model.feeds[0].name: v})
     predicted = single_device_peak(g)
     assert measured >= 4 * n
     assert abs(predicted - measured) <= 0.01 * measured
@@ -490,15 +493,14 @@ def test_a_reshape_identityn_chain_costs_what_tensorflow_allocates():
 
 
 def test_element_wise_ops_that_write_in_place_cost_what_tensorflow_allocates():
-    """x (4 MiB, fed) -> Mul -> Relu -> AddV2 -> Sqrt -> sum s, then w = x * s -> (Square(w) + w) * x -> sum.
+    """x = Fill (4 MiB) -> Mul -> Relu -> AddV2 -> Sqrt -> sum s, then w = x * s -> (Square(w) + w) * x -> sum.
 
-    Mul cannot write into x (the caller's feed holds it), so it allocates; Relu, AddV2 and Sqrt each hold the only
+    Mul cannot write into x (x has three readers), so it allocates; Relu, AddV2 and Sqrt each hold the only
     reference to their input and write into it, as TensorFlow's kernels do (``forward_input_or_allocate_output``).
     ``w`` is read twice, so its Square allocates (the AddV2 and Mul after it write into the square). The second
-    part waits for ``s``, so the order is fixed, and x is read last (the machine model frees a fed tensor after its
-    last reader; TensorFlow's caller holds it to the end): TensorFlow's allocator peaks at x, w and the square
-    (12 MiB), and the
-    machine model predicts the same within 1%; without the in-place marks it predicts more.
+    part waits for ``s``, so the order is fixed: TensorFlow's allocator peaks at x, w and the square (12 MiB), and
+    the machine model predicts the same within 1%; without the in-place marks it predicts more. x is made in the
+    graph: a fed array TensorFlow may use in place, without allocating, when numpy happened to align it.
     """
     from pardnn.frontends.tensorflow import import_function
     from pardnn.ir import FORWARDED_AS
@@ -507,21 +509,22 @@ def test_element_wise_ops_that_write_in_place_cost_what_tensorflow_allocates():
     n = 1 << 20
 
     @tf.function
-    def step(x):
+    def step(v):
+        x = tf.fill([n], v)
         s = tf.reduce_sum(tf.sqrt(tf.nn.relu(x * 2.0) + 1.0))
         w = x * s
         return tf.reduce_sum((tf.square(w) + w) * x)
 
-    x = np.ones(n, np.float32)
-    imp = import_function(step, x)
+    v = np.float32(1.0)
+    imp = import_function(step, v)
     g = imp.graph
     marked = [e for e in range(g.num_edges) if g.edge_extra and g.edge_extra[e] and FORWARDED_AS in g.edge_extra[e]]
     into = {(g.ops[int(g.edge_src[e])], g.ops[int(g.edge_dst[e])]) for e in marked}
     assert {("Mul", "Relu"), ("Relu", "AddV2"), ("AddV2", "Sqrt")} <= into
-    assert not any(g.ops[int(g.edge_src[e])] == "Placeholder" for e in marked)       # never into the feed
+    assert not any(g.ops[int(g.edge_src[e])] in ("Placeholder", "Fill") for e in marked)   # x has three readers
     square = g.id(next(nm for nm, op in zip(g.names, g.ops) if op == "Square"))
     assert g.port_forward[g.port_ptr[square]] == -1                                   # w has two readers
-    measured = _allocator_peak(imp.model, {imp.model.feeds[0].name: x})
+    measured = _allocator_peak(imp.model, {imp.model.feeds[0].name: v})
     predicted = single_device_peak(g)
     assert 3 * 4 * n <= measured < 4 * 4 * n
     assert abs(predicted - measured) <= 0.01 * measured
