@@ -54,7 +54,7 @@ class PlacementCheck:
         return not self.moved and self.checked > 0
 
 
-def _real_device(name: str) -> bool:
+def is_real_device(name: str) -> bool:
     return "/stream:" not in name and not name.endswith("/memcpy") and "/memcpy" not in name
 
 
@@ -62,7 +62,7 @@ def check_step_stats(step_stats, expected: Mapping[str, str]) -> PlacementCheck:
     """Compare each traced op's device with ``expected`` (device by node name)."""
     ran: dict[str, set[str]] = defaultdict(set)
     for dev in step_stats.dev_stats:
-        if not _real_device(dev.device):
+        if not is_real_device(dev.device):
             continue
         for ns in dev.node_stats:
             if ns.node_name in expected:

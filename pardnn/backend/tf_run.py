@@ -59,8 +59,9 @@ from ..machine import simulate, single_device_peak
 from ..placement import Placement
 from .common import default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
-from .tf_checks import PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv
-from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices
+from .tf_checks import (PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv,
+                        is_real_device)
+from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices, same_device
 from .tf_memory import PeakMeter, allocator_names
 from .tf_rewrite import Assignment, assign_devices, check_placement_matches, is_host_op, placed_graph_def
 
@@ -406,6 +407,9 @@ class TFRunReport:
     """Wall time of the noise reference run."""
     memory: Mapping[str, Any] = field(default_factory=dict)
     """TensorFlow's measured allocator peaks beside the machine model's (`memory_summary`)."""
+    busy_us: tuple[float, ...] = ()
+    """Per placement device: the traced step's time spent in the graph's ops there (step stats, op start to end;
+    TensorFlow's own _Send/_Recv and copies left out), beside the model's per-device compute."""
     trace: Mapping[str, Any] | None = field(default=None, repr=False)
     """With ``run_placed(..., trace=True)``: the predicted and the measured (traced step) timelines as one
     Chrome trace-event object (`pardnn.report.trace`); not part of `to_dict`."""
@@ -445,6 +449,8 @@ class TFRunReport:
             "losses": list(self.losses), "reference_losses": list(self.reference_losses),
             "finite": self.finite, "soft_placement": self.soft_placement, "ok": self.ok,
             "memory": dict(self.memory),
+            "per_device": [{"device": i, "name": d, "busy_us": round(b, 3)}
+                           for i, (d, b) in enumerate(zip(self.devices, self.busy_us))],
         }
 
 
@@ -583,7 +589,22 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
         mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
         memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref),
+        busy_us=measured_busy_us(run.metadata.step_stats, devices, frozenset(g.names)),
         trace=_trace(g, sched, devices, run, where) if trace else None)
+
+
+def measured_busy_us(step_stats, devices: Sequence[str], names: frozenset) -> tuple[float, ...]:
+    """Per device of ``devices``: the traced step's op time (start to end of each op named in ``names``)."""
+    busy = [0.0] * len(devices)
+    for dev in step_stats.dev_stats:
+        if not is_real_device(dev.device):
+            continue
+        d = next((i for i, want in enumerate(devices) if same_device(want, dev.device)), None)
+        if d is None:
+            continue
+        busy[d] += sum(max(n.op_end_rel_micros - n.op_start_rel_micros, 0) for n in dev.node_stats
+                       if n.node_name in names)
+    return tuple(float(b) for b in busy)
 
 
 def _trace(g: OpGraph, sched, devices: Sequence[str], run: StepRun, where: str) -> dict[str, Any]:

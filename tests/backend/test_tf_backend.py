@@ -496,6 +496,9 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     # roofline import does not know (a profiled one does: docs/machine-model.md)
     assert mem["measured_over_predicted"] > 0.5
     assert len(mem["predicted_peak_bytes"]) == 4
+    # each device's measured op time in the traced step, for `pardnn report --measured`
+    busy = {d["device"]: d["busy_us"] for d in report["per_device"]}
+    assert sorted(busy) == [0, 1, 2, 3] and all(busy[i] > 0 for i, n in enumerate(report["ops_per_device"]) if n)
     # both timelines in one Chrome trace: the model's (a track per device and per link) and the traced step's (a
     # track per TensorFlow device, whose slices are the placed graph's nodes and TensorFlow's own)
     ev = json.loads(trace.read_text())["traceEvents"]
