@@ -99,14 +99,15 @@ class PeakMeter:
         """Each allocator's peak since `reset`, less its bytes before the session; None when not measured."""
         if not self.available:
             return None
-        out = {}
+        out, peaks = {}, {}
         for n in self.names:
             info = self._info(n)
             if info is None:
                 return None
-            if not info["peak"]:     # a step allocates something: a plain allocator that counts nothing
-                self.reason = (f"{n}: TensorFlow's allocator keeps no statistics in this process (set "
-                               f"{STATS_ENV}=true before TensorFlow starts)")
-                return None
-            out[n] = max(0, int(info["peak"]) - self.base[n])
-        return out
+            peaks[n] = int(info["peak"])
+            out[n] = max(0, peaks[n] - self.base[n])
+        if not any(peaks.values()):     # a step allocates somewhere: allocators that count nothing
+            self.reason = (f"{', '.join(self.names)}: TensorFlow's allocator keeps no statistics in this process "
+                           f"(set {STATS_ENV}=true before TensorFlow starts)")
+            return None
+        return out                      # an idle allocator (a GPU with nothing placed on it) is a real 0

@@ -57,7 +57,7 @@ def parse_cores(text: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not lo.isdigit() or (sep and (not hi.isdigit() or int(hi) < int(lo))):
             raise ValueError(f"cores {text!r}: expected a list such as 0,2-3")
         out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
     return tuple(sorted(set(out)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import MissingDependencyError
-from ..fileio import check_writable, write_json
+from ..fileio import check_writable, refuse_overwrite, write_json
 from ..units import format_time, parse_size
 from .options import echo_json, list_of, pin_options, pinning_from
 
@@ -32,11 +32,13 @@ def _rate(bytes_per_us: float) -> str:
               help="Transfer sizes to time on each link (at least two).")
 @click.option("--repeats", type=click.IntRange(1), default=7, show_default=True,
               help="Timed steps per measurement (the median is used).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=600, show_default=True,
+              help="Seconds a server may take to start and a step to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements and fits as one JSON object.")
 @click.pass_context
 def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: bool, cores_per_task,
                   intra_op_threads, inter_op_threads: int, cluster_spec, device_kind: str, memory, sizes: str,
-                  repeats: int, as_json: bool) -> None:
+                  repeats: int, timeout_s: float, as_json: bool) -> None:
     """Measure each device's speed and each link's latency and bandwidth; write a pardnn.cluster.
 
     Speed: a fixed set of ops timed on every device, relative to device 0.
@@ -58,7 +60,11 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
     size_list = list_of(parse_size, sizes, "--sizes")
     if len(set(size_list)) < 2 or min(size_list) < 4:
         raise click.BadParameter("give at least two different sizes of 4 bytes or more", param_hint="--sizes")
-    mem = parse_size(memory) if memory else None
+    try:
+        mem = parse_size(memory) if memory else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--memory") from None
+    refuse_overwrite(output, cluster_spec)
     check_writable(output)
     try:
         from ..backend import tf_run
@@ -70,14 +76,14 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
     kw = dict(sizes=size_list, repeats=repeats, progress=progress.note)
     with progress.stage("calibrating"):
         if local_cluster or cluster_spec:
-            cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning)
+            cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning, timeout_s)
         else:
             k = devices or 2
             kind = "gpu" if device_kind == "gpu" or (device_kind == "auto" and tf_run.local_gpus() >= k) else "cpu"
             if kind == "cpu":
                 tf_run.setup_logical_cpus(k)
             names = tuple(f"/device:{kind.upper()}:{i}" for i in range(k))
-            cal = calibrate(names, config=tf_run.session_config(cpus=k if kind == "cpu" else None),
+            cal = calibrate(names, config=tf_run.session_config(cpus=k if kind == "cpu" else None, timeout_s=timeout_s),
                             memory_bytes=[mem] * k, **kw)
     write_json(output, cal.cluster.to_dict(), indent=2)
     if as_json:
@@ -87,7 +93,7 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
     click.echo(f"wrote {output}")
 
 
-def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning):
+def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning, timeout_s):
     from ..backend.tf_backend import cluster_target
     from ..backend.tf_calibrate import calibrate
     from ..backend.tf_cluster import LocalCluster, check_reachable, read_cluster_spec
@@ -102,14 +108,15 @@ def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinn
         check_reachable(spec)
         target = cluster_target(spec, dummy, device_kind)
         names = map_devices(dummy.devices, target)
-        return calibrate(names, session_target=spec.target, config=session_config(isolate=True),
+        return calibrate(names, session_target=spec.target, config=session_config(isolate=True, timeout_s=timeout_s),
                          memory_bytes=[mem] * k, **kw)
 
     if cluster_spec:
         return run(read_cluster_spec(cluster_spec))
     k = devices or local_cluster
     per_task = -(-k // local_cluster)
-    with LocalCluster(local_cluster, cpus_per_task=per_task, pinning=pinning) as lc:
+    with LocalCluster(local_cluster, cpus_per_task=per_task, pinning=pinning, start_timeout_s=min(timeout_s, 180.0),
+                      lifetime_s=timeout_s * 3) as lc:
         return run(lc.spec)
 
 

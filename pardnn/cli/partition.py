@@ -12,6 +12,7 @@ from ..api import DEFAULT_METHOD, methods, partition as run_partition
 from ..cluster import Cluster
 from ..errors import InfeasibleError
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
+from ..frontends import detect_format
 from ..machine import simulate as run_sim
 from ..placement import Placement, load_placement, save_placement
 from ..units import format_bytes, format_time
@@ -157,7 +158,11 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     if time_passes and timings:
         from ..pipeline import format_timings
         click.echo(format_timings(timings), err=True)
-    batch = opts.batch_size if opts.batch_size is not None else g.meta.get("batch_size")
+    # the batch the graph was built for: the frontend's (a framework model read now), or the one a pardnn.graph
+    # recorded when it was imported (there --batch-size changes nothing)
+    batch = g.meta.get("batch_size")
+    if batch is None and (fmt or detect_format(input_path)) != "pardnn":
+        batch = opts.batch_size
     if batch is not None:        # pardnn run refuses another batch size for this placement
         plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, {**plan.meta, "batch_size": batch})
     with output_transaction():   # the placement, its .place form and the report appear together or not at all

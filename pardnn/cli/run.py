@@ -101,8 +101,9 @@ def _memory_lines(m) -> list[str]:
     if not ref:
         lines[0] += f"; not measured: {m['note']}" if m["note"] else "; not measured"
         return lines
-    lines[0] += (f", measured {format_bytes(sum(ref.values()))} (TensorFlow's allocator; "
-                 f"{m['measured_over_predicted']:.3g}x the prediction)")
+    ratio = m["measured_over_predicted"]
+    lines[0] += (f", measured {format_bytes(sum(ref.values()))} (TensorFlow's allocator"
+                 + (f"; {ratio:.3g}x the prediction)" if ratio is not None else ")"))
     if placed:
         what = "all devices, one shared allocator" if m["shared_allocator"] else "per allocator"
         got = ", ".join(f"{k} {format_bytes(v)}" for k, v in placed.items())

@@ -621,7 +621,7 @@ def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path,
 def _calibrate(tmp_path, *args):
     out = tmp_path / "cluster.json"
     cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "calibrate", "-o", str(out),
-           "--repeats", "2", "--sizes", "4KiB,4MiB", "--json", *args]
+           "--repeats", "2", "--sizes", "4KiB,16MiB", "--json", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout), out
@@ -637,7 +637,7 @@ def test_calibrate_two_logical_cpus_writes_a_cluster_partition_and_simulate_take
     assert c.links is not None and c.links[0][1] is not None and c.links[1][0] is not None
     # the printed fit: 2 sizes x counts 1 and 4 per link, with its residuals
     fit = report["links"][0][1]
-    assert fit["sizes"] == [4096, 4096, 4 << 20, 4 << 20] and fit["counts"] == [1, 4, 1, 4]
+    assert fit["sizes"] == [4096, 4096, 16 << 20, 16 << 20] and fit["counts"] == [1, 4, 1, 4]
     assert len(fit["residuals_us"]) == 4 and report["speed"][0] == 1.0
     placement = tmp_path / "p.json"
     runner = CliRunner()

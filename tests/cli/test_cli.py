@@ -229,7 +229,35 @@ def test_run_trace_is_for_tensorflow_models_only(tmp_path):
     (["--local-cluster", "2", "--cluster-spec", "c.json"], "either --local-cluster or --cluster-spec"),
     (["--sizes", "1MiB,1MiB"], "at least two different sizes"),
     (["--sizes", "1MiB,lots"], "--sizes"),
+    (["--memory", "lots"], "--memory"),
 ])
 def test_calibrate_usage_errors(tmp_path, args, msg):
     r = run("calibrate", "-o", tmp_path / "c.json", *args)
     assert r.exit_code == EXIT_USAGE and msg in r.stderr and not (tmp_path / "c.json").exists()
+
+
+def test_calibrate_never_writes_over_its_cluster_spec(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"worker": ["127.0.0.1:1"]}')
+    r = run("calibrate", "--cluster-spec", spec, "-o", spec)
+    assert r.exit_code == EXIT_INPUT and "refusing to overwrite the input file" in r.stderr
+    assert spec.read_text() == '{"worker": ["127.0.0.1:1"]}'
+
+
+def test_a_pardnn_graph_keeps_the_batch_size_it_was_imported_with(tmp_path):
+    """--batch-size changes nothing in a pardnn.graph, so the placement does not claim it (pardnn run checks it)."""
+    from ..conftest import SAMPLES
+    out = tmp_path / "p.json"
+    assert run("partition", SAMPLES / "tf_resnet14.json.gz", "-k", 2, "--batch-size", 4, "--method", "m-topo",
+               "-o", out).exit_code == 0
+    from pardnn.ir import load_graph
+    assert json.loads(out.read_text()).get("batch_size") == load_graph(SAMPLES / "tf_resnet14.json.gz").meta.get(
+        "batch_size")
+
+
+def test_the_run_table_prints_a_measured_peak_without_a_ratio():
+    from pardnn.cli.run import _memory_lines
+    m = {"predicted_single_device_peak_bytes": 0, "reference_peak_bytes": {"CPU:0": 1 << 20},
+         "measured_over_predicted": None, "measured_peak_bytes": None, "note": "", "shared_allocator": True,
+         "predicted_peak_bytes": [0]}
+    assert _memory_lines(m) == ["peak memory, 1 dev   predicted 0 B, measured 1.00 MiB (TensorFlow's allocator)"]
