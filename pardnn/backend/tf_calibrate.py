@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-
 from ..calibration import LinkFit, calibrated_cluster, fit_link
 from ..cluster import Cluster
 from ..errors import RuntimeFailure
@@ -82,9 +81,9 @@ def _empty_step(device: str):
 
 def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
               sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, memory_bytes: Sequence[int | None] | None = None,
-              names: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> Calibration:
-    """Measure ``devices`` (TensorFlow device names) from a session on ``session_target`` (see the module
-    docstring). ``names``: the cluster's device names (default: ``devices``)."""
+              progress: Callable[[str], None] | None = None) -> Calibration:
+    """Measure ``devices`` (TensorFlow device names, which the cluster's devices are named after) from a session
+    on ``session_target`` (see the module docstring)."""
     K = len(devices)
     t_all = time.perf_counter()
     config = config or session_config()
@@ -96,8 +95,9 @@ def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
     with graph.as_default():
         op_sets = [_op_set(d) for d in devices]
         empties = [_empty_step(d) for d in devices]
-        variables = {}                     # (device index, size, copy) -> variable
-        for a in range(K if K > 1 else 0):
+        pairs = [(a, b) for a in range(K) for b in range(K) if a != b]
+        variables = {}                     # (device index, size, copy) -> variable, on every device a link leaves
+        for a in sorted({a for a, _ in pairs}):
             with tf.device(devices[a]):
                 for n in sizes:
                     for i in range(max(COUNTS)):
@@ -114,7 +114,6 @@ def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
                     ends.append(tf.slice(x, [0], [1]).op)
             return tf.group(*ends)
 
-        pairs = [(a, b) for a in range(K) for b in range(K) if a != b]
         steps = {(a, b, n, c): (step(a, b, n, c), step(a, a, n, c)) for a, b in pairs for n in sizes for c in COUNTS}
         init = tf.compat.v1.global_variables_initializer()
     try:
@@ -141,6 +140,6 @@ def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
         raise op_failure(exc, "calibration") from None
     if any(not (t > 0) for t in dev_times):
         raise RuntimeFailure("calibration: a device ran the op set in no measurable time")
-    cluster = calibrated_cluster(list(names or devices), dev_times, links, memory_bytes)
+    cluster = calibrated_cluster(list(devices), dev_times, links, memory_bytes)
     return Calibration(tuple(devices), tuple(dev_times), tuple(tuple(r) for r in links), cluster,
                        time.perf_counter() - t_all)
