@@ -7,6 +7,7 @@
 * a PipeDream profile ``graph.txt``;
 * a ParDNN ``.dot`` edge list (with its size and duration files beside it);
 * a TensorFlow SavedModel directory or ``.pb``/``.pbtxt`` GraphDef (the ``tf`` extra);
+* a compiled Keras model file, ``.keras`` or legacy ``.h5`` (the ``tf`` extra): its training step;
 * an ``.onnx`` model (the ``onnx`` extra).
 
 `load_input` looks the format up in `FRONTENDS` and imports its loader's
@@ -26,6 +27,7 @@ from pathlib import Path
 from pardnn.errors import InputError, MissingDependencyError
 from pardnn.fileio import read_bytes, read_json
 from pardnn.ir import GRAPH_FORMAT, OpGraph, graph_from_dict
+from pardnn.progress import substage
 
 from .options import FrontendOptions
 
@@ -54,6 +56,7 @@ FRONTENDS: dict[str, Frontend] = {
                            keywords=("keep_unexecuted", "name")),
     "savedmodel": Frontend("pardnn.frontends.tensorflow", "load_tensorflow", extra="tf", reads="TensorFlow models"),
     "graphdef": Frontend("pardnn.frontends.tensorflow", "load_tensorflow", extra="tf", reads="TensorFlow models"),
+    "keras": Frontend("pardnn.frontends.tensorflow", "load_tensorflow", extra="tf", reads="Keras models"),
     "onnx": Frontend("pardnn.frontends.onnx", "load_onnx", extra="onnx", reads="ONNX models"),
 }
 """Format name -> its loader (the ``--format`` choices, in this order)."""
@@ -62,7 +65,7 @@ FORMATS: tuple[str, ...] = tuple(FRONTENDS)
 
 
 def detect_format(path: str | Path) -> str:
-    """One of ``pardnn``, ``msr``, ``pipedream``, ``pardnn-dot``, ``savedmodel``, ``graphdef``, ``onnx``."""
+    """One of ``pardnn``, ``msr``, ``pipedream``, ``pardnn-dot``, ``savedmodel``, ``graphdef``, ``keras``, ``onnx``."""
     p = Path(path)
     if p.is_dir():
         if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
@@ -78,6 +81,8 @@ def detect_format(path: str | Path) -> str:
         return "onnx"
     if name.endswith((".pb", ".pbtxt")):
         return "graphdef"
+    if name.endswith((".keras", ".h5", ".hdf5")):
+        return "keras"
     if name.endswith((".dot", ".dot.gz")):
         return "pardnn-dot"
     if name.endswith((".json", ".json.gz")):
@@ -92,7 +97,7 @@ def detect_format(path: str | Path) -> str:
         if " -- " in head and "forward_compute_time=" in head:
             return "pipedream"
     raise InputError(f"{p}: cannot tell the format from the name; expected a pardnn.graph .json[.gz], "
-                     "a SavedModel directory, a .pb/.pbtxt GraphDef, an .onnx model, a PipeDream graph.txt, "
+                     "a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, an .onnx model, a PipeDream graph.txt, "
                      "an MSR .json or a ParDNN .dot")
 
 
@@ -104,7 +109,8 @@ def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOpt
     if frontend is None:
         raise InputError(f"{path}: unknown input format {fmt!r}")
     try:
-        module = importlib.import_module(frontend.module)
+        with substage(f"loading the reader of {frontend.reads or fmt}"):    # TensorFlow takes seconds to import
+            module = importlib.import_module(frontend.module)
     except ImportError as exc:
         if frontend.extra is None:
             raise

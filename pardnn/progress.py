@@ -194,12 +194,17 @@ def substage(desc: str) -> Iterator[None]:
     """A stage inside the one running now, drawn when that one is: for library code handed no `Progress`.
 
     Frontends use it for their long steps (``profiling 5 steps``), so the
-    CLI's live line shows them under its own ``reading ...`` stage.
+    CLI's live line shows them under its own ``reading ...`` stage. Its
+    duration is logged at INFO level with the stages around it.
     """
     with _LINE.lock:
         drawn = bool(_LINE.stack and _LINE.stack[-1][2])
-    with _running(desc, drawn):
-        yield
+    t0 = time.perf_counter()
+    try:
+        with _running(desc, drawn):
+            yield
+    finally:
+        log.info("%s: %.2f s", " > ".join(active_stages() + (desc,)), time.perf_counter() - t0)
 
 
 def note(desc: str) -> None:

@@ -126,10 +126,13 @@ def test_keras_walkthrough(in_scratch):
     # section 6: the placed training steps ran, and the command lines it shows run the saved trainer
     losses = [float(x) for x in next(ln for ln in r.stdout.splitlines() if ln.startswith("losses ")).split()[1:]]
     assert len(losses) == 3 and losses[-1] < losses[0]
-    commands = [ln for b in blocks(DOCS / "keras.md", "text") for ln in b.splitlines() if "keras_mlp_trainer" in ln]
-    assert [c.split()[1] for c in commands] == ["partition", "run"]
+    commands = [ln for b in blocks(DOCS / "keras.md", "text") for ln in b.splitlines() if ln.startswith("pardnn ")
+                and ("keras_mlp_trainer" in ln or "keras_mlp.keras" in ln)]
+    assert [c.split()[1] for c in commands] == ["partition", "run", "rewrite", "partition", "run"]
     for cmd in commands:
         r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *cmd.split()[1:]],
                            cwd=in_scratch, env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, (cmd, r.stderr[-2000:])
-    assert "results match        yes" in r.stdout and "peak memory, 1 dev" in r.stdout
+        if cmd.split()[1] == "run":
+            assert "results match        yes" in r.stdout and "peak memory, 1 dev" in r.stdout, cmd
+    assert (in_scratch / "keras_mlp_placed" / "saved_model.pb").exists()

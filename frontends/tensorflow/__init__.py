@@ -3,8 +3,10 @@
 Three ways in, one flat graph out (forward, backward and optimizer ops all
 visible, functions inlined, loop back edges cut):
 
-* `load_tensorflow(path, options)`: a SavedModel directory or a ``.pb`` /
-  ``.pbtxt`` GraphDef; what ``pardnn import`` and ``pardnn partition`` call.
+* `load_tensorflow(path, options)`: a SavedModel directory, a ``.pb`` /
+  ``.pbtxt`` GraphDef, or a compiled Keras model file (``.keras``, ``.h5``:
+  its training step, `keras_file`); what ``pardnn import`` and ``pardnn
+  partition`` call.
 * `import_tensorflow(path, options)`: the same, returning a `TFImport` that
   also holds the flat GraphDef, feeds and fetches (`TFModel`) for the backend.
 * `import_keras(model, loss, optimizer, batch)`: builds the Keras model's
@@ -24,6 +26,9 @@ from pardnn.ir import OpGraph
 
 from ..options import FrontendOptions
 from .build import TFImport, to_opgraph
+from pardnn.progress import substage
+
+from .keras_file import is_keras_file, read_keras_file
 from .keras_step import function_step, keras_train_step, make_train_step
 from .model import Feed, TFModel
 from .readers import read_graphdef, read_savedmodel
@@ -33,28 +38,31 @@ __all__ = ["load_tensorflow", "import_tensorflow", "import_keras", "import_funct
 
 
 def read_model(path: str | Path, options: FrontendOptions | None = None) -> TFModel:
-    """The flat `TFModel` of a SavedModel directory or GraphDef file (no costs yet)."""
+    """The flat `TFModel` of a SavedModel directory, GraphDef file or compiled Keras model file (no costs yet)."""
     opts = options or FrontendOptions()
     p = Path(path)
     if p.is_dir():
         return read_savedmodel(p, opts.signature, name=opts.name)
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
+    if is_keras_file(p):
+        return read_keras_file(p, batch_size=opts.batch_size, name=opts.name)
     if not p.name.lower().endswith((".pb", ".pbtxt")):
-        raise InputError(f"{p}: expected a SavedModel directory or a .pb/.pbtxt GraphDef")
+        raise InputError(f"{p}: expected a SavedModel directory, a .pb/.pbtxt GraphDef or a .keras model")
     return read_graphdef(p, opts.signature, name=opts.name)
 
 
 def import_tensorflow(path: str | Path, options: FrontendOptions | None = None) -> TFImport:
-    """Import a SavedModel or GraphDef: the weighted graph and the flat model behind it."""
+    """Import a SavedModel, GraphDef or Keras model file: the weighted graph and the flat model behind it."""
     opts = options or FrontendOptions()
     model = read_model(path, opts)
-    return to_opgraph(model, profile_steps=opts.profile_steps, batch_size=opts.batch_size,
-                      device_profile=opts.device_profile, name=opts.name)
+    with substage(f"weighing {len(model.graph_def.node):,} ops"):
+        return to_opgraph(model, profile_steps=opts.profile_steps, batch_size=opts.batch_size,
+                          device_profile=opts.device_profile, name=opts.name)
 
 
 def load_tensorflow(path: str | Path, options: FrontendOptions | None = None) -> OpGraph:
-    """The weighted `OpGraph` of a SavedModel directory or GraphDef file (``pardnn import``)."""
+    """The weighted `OpGraph` of a SavedModel directory, GraphDef or Keras model file (``pardnn import``)."""
     return import_tensorflow(path, options).graph
 
 

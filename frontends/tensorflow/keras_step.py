@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pardnn.errors import InputError
+from pardnn.progress import substage
 
 from ._tf import tf
 from .flatten import flatten, prune
@@ -105,8 +106,9 @@ def function_model(fn, specs, args=None, *, name: str, source: str, source_forma
     themselves kept (``variable_values``, ``variable_objects``).
     """
     where = where or source
-    cf = fn.get_concrete_function(*specs)
-    gd = cf.graph.as_graph_def()
+    with substage("tracing"):
+        cf = fn.get_concrete_function(*specs)
+        gd = cf.graph.as_graph_def()
     n_args = len(tf.nest.flatten(specs))
     arg_tensors = cf.inputs[:n_args]
     graph_def, values, objects = _bind_captures(gd, cf)
@@ -119,8 +121,9 @@ def function_model(fn, specs, args=None, *, name: str, source: str, source_forma
     fetches = tuple(t.name for t in tf.nest.flatten(cf.outputs))
     targets = tuple(op.name for op in cf.graph.control_outputs)
     keep = [f.node for f in feeds] + [t.split(":")[0] for t in fetches] + list(targets)
-    flat, inlined = flatten(graph_def, keep, where=where)
-    flat = prune(flat, keep, where=where)
+    with substage("inlining functions"):
+        flat, inlined = flatten(graph_def, keep, where=where)
+        flat = prune(flat, keep, where=where)
     present = {n.name for n in flat.node}
     return TFModel(
         name=name, graph_def=flat, feeds=feeds, fetches=fetches,

@@ -128,6 +128,10 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     return report
 
 
+VALUED_FORMATS = ("tensorflow-savedmodel", "keras")
+"""Source formats whose variables have values, so that a placed SavedModel can be written for them."""
+
+
 def _write(imp, placement: Placement, devices, out, batch_size):
     from ..frontends.tensorflow.shapes import with_batch
     from .tf_run import starting_values
@@ -136,7 +140,7 @@ def _write(imp, placement: Placement, devices, out, batch_size):
     model = imp.model
     placed = placed_graph_def(with_batch(model.graph_def, model.feeds, batch_size),
                               assign_devices(imp.graph, placement, devices))
-    values = starting_values(model, batch_size) if model.source_format == "tensorflow-savedmodel" else None
+    values = starting_values(model, batch_size) if model.source_format in VALUED_FORMATS else None
     return write_placed(model, placed, values, out)
 
 

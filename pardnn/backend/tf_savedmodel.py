@@ -6,7 +6,7 @@
   node (`pardnn.backend.tf_rewrite`). Its variables are ``VarHandleOp``s
   without values; the feeds, fetches and targets are those the graph file
   records.
-* a directory (only for a SavedModel input): a TF1-style SavedModel with one
+* a directory (for a SavedModel or a Keras model file input): a TF1-style SavedModel with one
   meta graph tagged ``train``, holding the placed graph with its devices
   (``clear_devices=False``) and the variables' values in ``variables/``, and
   a signature ``train_step`` whose inputs are the feeds (keyed by placeholder
@@ -111,7 +111,7 @@ def write_placed(model: TFModel, placed_gd, values: Mapping[str, np.ndarray] | N
     p = Path(out)
     if p.name.lower().endswith((".pb", ".pbtxt")):
         return write_graph_def(placed_gd, p)
-    if model.source_format != "tensorflow-savedmodel":
-        raise InputError(f"{p}: a placed SavedModel is written for a SavedModel input; name a .pb or .pbtxt file "
-                         "to write the placed GraphDef")
+    if model.source_format not in ("tensorflow-savedmodel", "keras"):
+        raise InputError(f"{p}: a placed SavedModel is written for a SavedModel or Keras model input; name a .pb "
+                         "or .pbtxt file to write the placed GraphDef")
     return write_placed_savedmodel(model, placed_gd, values or {}, p)

@@ -29,8 +29,8 @@ from .options import (build_cluster, cluster_options, distinct_outputs, frontend
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
-            "graphdef": "pardnn.backend.tf_backend"}
-TF_FORMATS = ("savedmodel", "graphdef")
+            "graphdef": "pardnn.backend.tf_backend", "keras": "pardnn.backend.tf_backend"}
+TF_FORMATS = ("savedmodel", "graphdef", "keras")
 
 
 def _table(report) -> str:
@@ -213,7 +213,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         runnable = ", ".join(sorted(set(RUNNABLE)))
         if kind == "pardnn":
             raise InputError(f"{model}: a pardnn.graph holds no model to run; run the model it was imported from "
-                             f"({runnable}; for Keras, a SavedModel with a train_step signature: docs/keras.md)")
+                             f"({runnable}; for Keras, the compiled model's .keras file: docs/keras.md)")
         raise InputError(f"{model}: pardnn run cannot run {kind} models; it runs {runnable}")
     tf_only = {"--local-cluster": local_cluster, "--cluster-spec": cluster_spec, "--soft-placement": soft_placement,
                "--write": write_path, "--device-kind": device_kind if device_kind != "auto" else None,
@@ -294,7 +294,8 @@ def _check_batch_size(placement: str, batch_size) -> None:
 @click.argument("model", type=click.Path())
 @click.argument("placement", type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(),
-              help="The placed model: a .pb or .pbtxt GraphDef, or a directory (a SavedModel, for a SavedModel input).")
+              help="The placed model: a .pb or .pbtxt GraphDef, or a directory (a SavedModel, for a SavedModel or "
+                   ".keras input).")
 @click.option("--device-kind", type=click.Choice(["as-named", "gpu", "cpu"]), default="as-named", show_default=True,
               help="Device names to write: the placement's own, or /device:GPU:i or /device:CPU:i by position.")
 @click.option("--tasks", type=click.IntRange(1, 4096), help="Deal the devices to this many tasks of job 'worker' "
@@ -311,13 +312,14 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
 
     Colocation groups stay whole and host-only ops go to the CPU of device
     0's task. The output is a GraphDef (.pb binary, .pbtxt text) or, for a
-    SavedModel input, a SavedModel directory with the variables' values and
+    SavedModel or compiled Keras model (.keras) input, a SavedModel directory with the variables' values and
     a `train_step` signature (tag `train`); see docs/running.md to load it.
 
     \b
     Examples:
       pardnn rewrite model_dir p.json -o placed.pbtxt
       pardnn rewrite model_dir p.json -o placed_model/ --tasks 2
+      pardnn rewrite model.keras p.json -o placed_model/ --batch-size 32
     """
     kind = fmt or detect_format(model)
     if kind not in TF_FORMATS:

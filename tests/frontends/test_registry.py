@@ -19,7 +19,7 @@ from .test_peers import PIPEDREAM_EXCERPT
 
 
 def test_formats_in_cli_order():
-    assert FORMATS == ("pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef", "onnx")
+    assert FORMATS == ("pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef", "keras", "onnx")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -1,0 +1,174 @@
+"""A saved Keras model (``.keras``, or a legacy ``.h5``) as its training step, for the command line.
+
+A model saved after ``model.compile(optimizer, loss)`` carries its loss and
+optimizer, which is all `keras_train_step` needs besides one batch:
+
+* **the step** is what ``model.fit`` runs for one batch: the forward pass,
+  the compiled loss through ``model.compute_loss`` (so several outputs, loss
+  weights and regularisation losses count as they do in ``fit``), the
+  gradients and the compiled optimizer's ``apply_gradients``. Metrics are
+  left out: they do not change the weights.
+* **the batch** is made here, deterministically (one seeded generator): a
+  floating-point input is drawn from a normal distribution, an integer
+  input (token ids) from {0, 1}; a label has the output's shape and dtype,
+  drawn in [0, 1), except for sparse categorical losses, whose labels are
+  class indices (the output's shape less its last axis, int32) in
+  [0, classes), and ``categorical_crossentropy``, whose labels are one-hot.
+  The batch size is the model's when its inputs fix one, else
+  ``--batch-size``. Any other unknown dimension is an error naming the input.
+
+A model saved without ``compile`` (no optimizer or no loss) is refused with
+one line saying what is missing. Loading uses ``keras.saving.load_model``
+with ``safe_mode`` on: a file that needs custom objects or unsafe lambdas
+fails with Keras's own first line.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from pardnn.errors import InputError
+from pardnn.progress import substage
+
+from .keras_step import keras_train_step
+from .model import TFModel
+
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+"""File names `read_keras_file` reads."""
+
+_SPARSE = ("sparse_categorical_crossentropy", "sparsecategoricalcrossentropy", "sparse_categorical_focal")
+
+
+def is_keras_file(path: str | Path) -> bool:
+    return Path(path).name.lower().endswith(KERAS_SUFFIXES)
+
+
+def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: str | None = None) -> TFModel:
+    """The training step of the compiled Keras model saved at ``path`` (rules in the module docstring)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    with substage(f"loading the Keras model {p.name}"):
+        model = _load(p)
+    optimizer = getattr(model, "optimizer", None)
+    loss = getattr(model, "loss", None)
+    missing = [what for what, value in (("an optimizer", optimizer), ("a loss", loss)) if value is None]
+    if missing:
+        raise InputError(f"{p}: the model was saved without {' and '.join(missing)}; pardnn builds the training "
+                         "step from a compiled model: call model.compile(optimizer=..., loss=...) before "
+                         "model.save, or use pardnn.frontends.tensorflow.import_keras from Python")
+    batch = synthetic_batch(model, loss, batch_size, where=str(p))
+
+    def compiled_loss(y, y_pred):
+        return model.compute_loss(x=None, y=y, y_pred=y_pred)
+
+    compiled_loss.__name__ = _loss_name(loss)
+    with substage("building the training step"):
+        tfm = keras_train_step(model, compiled_loss, optimizer, batch, name=name or model.name or p.stem)
+    meta = dict(tfm.extra_meta)
+    meta["keras_file"] = p.name
+    return _replace(tfm, source=str(p), extra_meta=meta)
+
+
+def _replace(tfm: TFModel, **changes) -> TFModel:
+    import dataclasses
+
+    return dataclasses.replace(tfm, **changes)
+
+
+def _load(p: Path):
+    try:
+        import keras
+    except ImportError as exc:   # pragma: no cover - keras comes with tensorflow
+        raise InputError(f"{p}: reading a Keras model needs keras: {exc}") from None
+    try:
+        with warnings.catch_warnings():
+            # An optimizer saved before its first step holds fewer variables than the built one: Keras warns
+            # that it skips loading them, which is right (they start at zero either way).
+            warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
+            return keras.saving.load_model(str(p), compile=True, safe_mode=True)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        first = text[0] if text else type(exc).__name__
+        raise InputError(f"{p}: not a loadable Keras model ({first})") from None
+
+
+def _loss_name(loss) -> str:
+    if isinstance(loss, str):
+        return loss
+    if isinstance(loss, (list, tuple)):
+        return "+".join(_loss_name(x) for x in loss)
+    if isinstance(loss, dict):
+        return "+".join(f"{k}:{_loss_name(v)}" for k, v in sorted(loss.items()))
+    return str(getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__)
+
+
+def _per_output(loss, output_names: list[str]) -> list:
+    if isinstance(loss, dict):
+        return [loss.get(n) for n in output_names]
+    if isinstance(loss, (list, tuple)):
+        return list(loss) + [None] * (len(output_names) - len(loss))
+    return [loss] * len(output_names)
+
+
+def _kind(loss) -> str:
+    key = _loss_name(loss).lower().replace(" ", "")
+    if any(s in key for s in _SPARSE):
+        return "sparse"
+    if "categorical_crossentropy" in key or "categoricalcrossentropy" in key:
+        return "one-hot"
+    return "dense"
+
+
+def _dims(shape, what: str, batch_size: int | None, where: str) -> tuple[int, ...]:
+    dims = list(shape)
+    if not dims:
+        return ()
+    if dims[0] is None:
+        if batch_size is None:
+            raise InputError(f"{where}: {what} has no fixed batch size; give --batch-size")
+        dims[0] = batch_size
+    elif batch_size is not None and dims[0] != batch_size:
+        raise InputError(f"{where}: {what} has batch size {dims[0]} fixed in the model, not --batch-size "
+                         f"{batch_size}")
+    if any(d is None for d in dims[1:]):
+        raise InputError(f"{where}: {what} has unknown dimensions {tuple(shape)} besides the batch; save the model "
+                         "with a fixed input shape (keras.Input(shape=...))")
+    return tuple(int(d) for d in dims)
+
+
+def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
+    """One deterministic ``(x, y)`` batch that fits ``model``'s inputs and ``loss``'s labels."""
+    inputs = list(getattr(model, "inputs", None) or [])
+    outputs = list(getattr(model, "outputs", None) or [])
+    if not inputs or not outputs:
+        raise InputError(f"{where}: the model has no known inputs and outputs (a subclassed model that was "
+                         "never built on keras.Input); use import_keras from Python with a sample batch")
+    rng = np.random.default_rng(0)
+    xs = []
+    for t in inputs:
+        shape = _dims(t.shape, f"input {getattr(t, 'name', '?')!r}", batch_size, where)
+        dtype = np.dtype(str(t.dtype))
+        if np.issubdtype(dtype, np.floating):
+            xs.append(rng.normal(size=shape).astype(dtype))
+        else:
+            xs.append(rng.integers(0, 2, size=shape).astype(dtype))
+    names = [getattr(t, "name", str(i)) for i, t in enumerate(outputs)]
+    output_names = list(getattr(model, "output_names", None) or names)
+    ys = []
+    for t, out_loss, oname in zip(outputs, _per_output(loss, output_names), output_names):
+        shape = _dims(t.shape, f"output {oname!r}", batch_size, where)
+        kind = _kind(out_loss) if out_loss is not None else "dense"
+        classes = shape[-1] if shape else 1
+        if kind == "sparse":
+            ys.append(rng.integers(0, classes, size=shape[:-1]).astype(np.int32))
+        elif kind == "one-hot":
+            ys.append(np.eye(classes, dtype=np.dtype(str(t.dtype)))[rng.integers(0, classes, size=shape[:-1])])
+        else:
+            ys.append(rng.random(size=shape).astype(np.dtype(str(t.dtype))))
+    x = xs[0] if len(xs) == 1 else xs
+    y = ys[0] if len(ys) == 1 else ys
+    return x, y

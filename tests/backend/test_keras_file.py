@@ -1,0 +1,171 @@
+"""A compiled Keras model saved as ``.keras``: import, partition, run and rewrite it from the command line.
+
+The step pardnn builds from the file must be the one ``model.fit`` runs: the
+first placed step's loss is checked against Keras's own ``train_on_batch`` on
+the same batch, and the placed SavedModel that ``pardnn rewrite`` writes is
+loaded and run like a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from pardnn.cli import cli  # noqa: E402
+from pardnn.errors import EXIT_INPUT  # noqa: E402
+from pardnn.frontends import detect_format  # noqa: E402
+from pardnn.frontends.tensorflow.keras_file import read_keras_file, synthetic_batch  # noqa: E402
+from pardnn.ir import load_graph  # noqa: E402
+from pardnn.fileio import read_json  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+BATCH = 16
+
+
+def _mlp(compiled: bool = True):
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu", name="fc1"),
+                          keras.layers.Dense(64, activation="relu", name="fc2"), keras.layers.Dense(10, name="logits")])
+    if compiled:
+        m.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("keras")
+    _mlp().save(d / "mlp.keras")
+    _mlp(compiled=False).save(d / "uncompiled.keras")
+    keras.utils.set_random_seed(0)
+    feat, tok = keras.Input((6,), name="feat"), keras.Input((4,), dtype="int32", name="tok")
+    h = keras.layers.Concatenate()([feat, keras.layers.Flatten()(keras.layers.Embedding(50, 3)(tok))])
+    h = keras.layers.Dense(16, activation="relu")(h)
+    two = keras.Model([feat, tok], [keras.layers.Dense(5, activation="softmax", name="cls")(h),
+                                    keras.layers.Dense(1, activation="sigmoid", name="flag")(h)])
+    two.compile(optimizer="sgd", loss={"cls": "categorical_crossentropy", "flag": "binary_crossentropy"},
+                loss_weights={"cls": 1.0, "flag": 0.5})
+    two.save(d / "two.keras")
+    return d
+
+
+def _pardnn(*args, timeout=300):
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_keras_file_is_detected_and_its_step_is_what_fit_runs(files):
+    path = files / "mlp.keras"
+    assert detect_format(path) == "keras"
+    tfm = read_keras_file(path, batch_size=BATCH)
+    ops = {n.op for n in tfm.graph_def.node}
+    assert {"MatMul", "ReluGrad", "SparseSoftmaxCrossEntropyWithLogits"} <= ops
+    assert any(op.startswith("ResourceApplyAdam") for op in ops) or "AssignSubVariableOp" in ops
+    assert [f.shape for f in tfm.feeds] == [(BATCH, 32), (BATCH,)]
+    # six weights and Adam's two slots of each, plus its counter and learning rate: all variables of the step
+    kernels = [n for n in tfm.variable_values() if n.endswith("kernel")]
+    assert len(kernels) == 3
+    # the batch is deterministic and valid for the loss: class indices below the 10 logits
+    model = keras.saving.load_model(path)
+    x, y = synthetic_batch(model, model.loss, BATCH, where="t")
+    x2, y2 = synthetic_batch(model, model.loss, BATCH, where="t")
+    np.testing.assert_array_equal(x, x2)
+    assert y.dtype == np.int32 and y.shape == (BATCH,) and 0 <= y.min() and y.max() < 10
+
+
+@pytest.fixture(scope="module")
+def fit_loss(files):
+    """Keras's own training step (``train_on_batch``) on the batch pardnn makes, from the saved weights."""
+    model = keras.saving.load_model(files / "mlp.keras")
+    x, y = synthetic_batch(model, model.loss, BATCH, where="t")
+    return float(model.train_on_batch(x, y))
+
+
+def test_partition_run_and_rewrite_a_keras_file(files, fit_loss, tmp_path):
+    path = files / "mlp.keras"
+    placement = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["-q", "partition", str(path), "--batch-size", str(BATCH), "--devices", "2",
+                                   "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    assert read_json(placement)["batch_size"] == BATCH
+    proc = _pardnn("-q", "run", path, placement, "--batch-size", BATCH, "--steps", 3, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["outputs_match"] and report["variables_match"] and report["ops_moved"] == 0
+    assert all(n > 0 for n in report["ops_per_device"])
+    losses = report["losses"]
+    assert len(losses) >= 3 and losses[-1] < losses[0]
+    np.testing.assert_allclose(losses[0], fit_loss, rtol=1e-4)     # the step is the one model.fit runs
+
+    out = tmp_path / "placed"
+    res = CliRunner().invoke(cli, ["-q", "rewrite", str(path), str(placement), "-o", str(out), "--batch-size",
+                                   str(BATCH), "--device-kind", "cpu", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["devices"] == ["/device:CPU:0", "/device:CPU:1"]
+    tfm = read_keras_file(path, batch_size=BATCH)
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 2}, allow_soft_placement=False)
+    with tf.compat.v1.Session(graph=tf.Graph(), config=config) as sess:
+        mg = tf.compat.v1.saved_model.load(sess, ["train"], str(out))
+        sig = mg.signature_def["train_step"]
+        graph = sess.graph
+        devices = {op.device for op in graph.get_operations() if op.type == "VarHandleOp"}
+        assert devices == {"/device:CPU:0", "/device:CPU:1"}
+        feeds = {graph.get_tensor_by_name(sig.inputs[f.node].name): tfm.feed_values[f.name] for f in tfm.feeds}
+        (out_key,) = sig.outputs
+        placed = [float(sess.run(sig.outputs[out_key].name, feeds)) for _ in range(3)]
+    np.testing.assert_allclose(placed, losses[:3], rtol=1e-4, atol=1e-6)
+
+
+def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
+    out = tmp_path / "two.json.gz"
+    res = CliRunner().invoke(cli, ["-q", "import", str(files / "two.keras"), "--batch-size", "4", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    g = load_graph(out)
+    assert g.meta["source_format"] == "keras" and g.meta["keras_file"] == "two.keras"
+    tfm = read_keras_file(files / "two.keras", batch_size=4)
+    shapes = {f.name.split(":")[0]: f.shape for f in tfm.feeds}
+    assert sorted(shapes.values()) == [(4, 1), (4, 4), (4, 5), (4, 6)]
+    labels = [v for k, v in tfm.feed_values.items() if v.shape == (4, 5)]
+    assert len(labels) == 1 and (labels[0].sum(axis=1) == 1).all()        # categorical: one-hot labels
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("uncompiled", "saved without an optimizer and a loss"),
+    ("no batch", "input 'input_layer' has no fixed batch size; give --batch-size"),
+    ("not keras", "not a loadable Keras model"),
+])
+def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
+    if case == "uncompiled":
+        args = [files / "uncompiled.keras", "--batch-size", "4"]
+    elif case == "no batch":
+        args = [files / "mlp.keras"]
+    else:
+        bad = tmp_path / "bad.keras"
+        bad.write_bytes(b"not a zip file")
+        args = [bad, "--batch-size", "4"]
+    out = tmp_path / "g.json.gz"
+    res = CliRunner().invoke(cli, ["-q", "import", *map(str, args), "-o", str(out)])
+    assert res.exit_code == EXIT_INPUT, res.output
+    lines = [ln for ln in res.output.strip().splitlines() if ln.startswith("pardnn: error")]
+    assert len(lines) == 1 and expect in lines[0], res.output
+    assert not out.exists()
+
+
+def test_importing_a_keras_file_reports_its_stages(files, tmp_path):
+    """The import of a Keras model takes seconds to a minute: each stage is on the live line on a terminal and,
+    with -v, in the log with its time."""
+    proc = _pardnn("-v", "import", files / "mlp.keras", "--batch-size", 4, "-o", tmp_path / "g.json.gz")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for stage in ("loading the reader of Keras models", "loading the Keras model mlp.keras",
+                  "building the training step > tracing", "building the training step > inlining functions",
+                  "weighing"):
+        assert any(stage in line and line.rstrip().endswith(" s") for line in proc.stderr.splitlines()), stage
