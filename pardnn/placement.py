@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import PlacementError
+from .errors import InputError, PlacementError
 from .fileio import atomic_write, read_json, read_text, write_json
 from .ir import OpGraph
 
@@ -111,6 +111,19 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     meta = {k: v for k, v in d.items() if k not in ("format", "version", "graph", "devices", "assignment",
                                                     "predicted")}
     return Placement(assigned, tuple(devices), graph_name, predicted, meta)
+
+
+def check_batch_size(made: Any, batch_size: int | None, where: str) -> None:
+    """Refuse to run a placement made for one ``--batch-size`` with another.
+
+    ``made`` is the placement's recorded ``batch_size`` (None: not recorded,
+    nothing to check). Its tensor sizes, so its memory and times, were
+    another step's: an `InputError` naming both.
+    """
+    if made is not None and made != batch_size:
+        given = f"--batch-size {batch_size}" if batch_size is not None else "no --batch-size"
+        raise InputError(f"{where}: the placement was made with --batch-size {made}, but this run has {given}; "
+                         f"run with --batch-size {made}, or partition again for the batch you want")
 
 
 MAX_DEVICES = 4096

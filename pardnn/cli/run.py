@@ -277,17 +277,14 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
 
 
 def _check_batch_size(placement: str, batch_size) -> None:
-    """A placement made for one ``--batch-size`` is refused with another (its tensor sizes, so its memory
-    and times, were another step's)."""
+    """Fail fast, before the model's import: the backends check again after loading the placement."""
     from ..fileio import read_json
+    from ..placement import check_batch_size
     try:
         made = read_json(placement).get("batch_size")
     except (OSError, ValueError, AttributeError, InputError):
         return          # an unreadable placement is reported by the backend, with its own message
-    if made is not None and made != batch_size:
-        given = f"--batch-size {batch_size}" if batch_size is not None else "no --batch-size"
-        raise InputError(f"{placement}: the placement was made with --batch-size {made}, but this run has {given}; "
-                         f"run with --batch-size {made}, or partition again for the batch you want")
+    check_batch_size(made, batch_size, placement)
 
 
 @click.command(name="rewrite")

@@ -229,6 +229,10 @@ def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):
         (("run", REPO / "sample_graphs" / "pipedream_gnmt.json.gz", out), EXIT_INPUT,
          "a pardnn.graph holds no model to run; run the model it was imported from"),
     ]
+    # Python callers of the backend are held to the same rule as the command line
+    from pardnn.errors import InputError
+    with pytest.raises(InputError, match="made with --batch-size 2, but this run has --batch-size 3"):
+        run_placement(models["mlp"], out, options=FrontendOptions(batch_size=3), steps=1)
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not an onnx model")
     cases.append((("run", junk, out, "--batch-size", 2), EXIT_INPUT, "not a readable ONNX model"))
