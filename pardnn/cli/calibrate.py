@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import MissingDependencyError
+from ..errors import InputError, MissingDependencyError
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..units import format_time, parse_size
 from .options import echo_json, list_of, pin_options, pinning_from
@@ -79,7 +79,10 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
             cal = _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning, timeout_s)
         else:
             k = devices or 2
-            kind = "gpu" if device_kind == "gpu" or (device_kind == "auto" and tf_run.local_gpus() >= k) else "cpu"
+            gpus = tf_run.local_gpus() if device_kind != "cpu" else 0
+            kind = "gpu" if device_kind == "gpu" or (device_kind == "auto" and gpus >= k) else "cpu"
+            if kind == "gpu" and gpus < k:
+                raise InputError(f"--device-kind gpu with {k} devices needs {k} GPUs, but this host has {gpus}")
             if kind == "cpu":
                 tf_run.setup_logical_cpus(k)
             names = tuple(f"/device:{kind.upper()}:{i}" for i in range(k))

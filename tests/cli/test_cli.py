@@ -236,6 +236,23 @@ def test_calibrate_usage_errors(tmp_path, args, msg):
     assert r.exit_code == EXIT_USAGE and msg in r.stderr and not (tmp_path / "c.json").exists()
 
 
+@pytest.mark.tf
+def test_calibrate_on_gpus_this_host_lacks_says_so(tmp_path):
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+    code = "import tensorflow as tf, sys; sys.exit(len(tf.config.list_physical_devices('GPU')) >= 2)"
+    if subprocess.run([sys.executable, "-c", code], capture_output=True).returncode:
+        pytest.skip("this host has GPUs")
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "calibrate", "--device-kind", "gpu",
+           "-k", "2", "-o", str(tmp_path / "c.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == EXIT_INPUT, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("pardnn: error: --device-kind gpu with 2 devices needs 2 "
+                                                           "GPUs, but this host has")
+    assert not (tmp_path / "c.json").exists()
+
+
 def test_calibrate_never_writes_over_its_cluster_spec(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text('{"worker": ["127.0.0.1:1"]}')
