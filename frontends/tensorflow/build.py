@@ -73,6 +73,15 @@ _GRADIENT = ("ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "LeakyReluGrad", "S
 _SHARED_SOURCES = frozenset({"IdentityN", "Placeholder", "Enter", "RefEnter", "Merge", "RefMerge", "Switch",
                              "RefSwitch", "Exit", "RefExit", "NextIteration", "RefNextIteration"})
 """Sources whose output buffer something else may still hold (the caller's feed, a loop frame)."""
+VIEW_SOURCES = frozenset({"Slice", "StridedSlice", "Split", "SplitV", "Unpack", "Cast", "Transpose",
+                          "ConjugateTranspose", "BroadcastTo", "Bitcast", "TensorListGetItem", "TensorListStack",
+                          "TensorListPopBack", "TensorArrayReadV3", "TensorArrayGatherV3"})
+"""Sources whose output may share another tensor's buffer at run time: a slice or split along the first axis
+is a view of its input (TensorFlow's ``Tensor::Slice``), a Cast to the same dtype, a Transpose by the identity
+permutation and a BroadcastTo of the same shape hand their input on, and a list or array element stays held by
+its list. A kernel never writes into such a buffer (it does not own its memory, or is not the only reference),
+so an element-wise op reading one allocates its output. Which of them is a view depends on run-time details
+(alignment, the permutation's value); the rule takes the safe side: never forwarded into."""
 INPLACE_OPS: dict[str, tuple[int, ...] | None] = {
     **{op: (0,) for op in _UNARY + _GRADIENT}, **{op: (0, 1) for op in _BINARY}, "AddN": None}
 """Element-wise ops whose kernels write their output into an input's buffer when nothing else holds it
@@ -251,8 +260,8 @@ def inplace_inputs(names, node_defs, info, allocated: Mapping[str, list[int]], f
     TensorFlow's kernel forwards input ``i`` (`INPLACE_OPS`, first eligible in order) when, at run time,
     the op holds the only reference to that buffer and it matches the output in size and dtype. Known
     before running: the tensor has exactly one consumer (this op, once), is not fetched, and is a
-    buffer of its own: allocated by an op that is not a view (`FORWARDING_OPS`, ``IdentityN``), a
-    variable read, a constant, a fed placeholder or a loop's control flow, whose buffers others hold too
+    buffer of its own: allocated by an op that is not a view (`FORWARDING_OPS`, ``IdentityN``,
+    `VIEW_SOURCES`), a variable read, a constant, a fed placeholder or a loop's control flow, whose buffers others hold too
     (those allocate 0 bytes here or are `_SHARED_SOURCES`).
     """
     consumers: dict[tuple[str, int], int] = {}
@@ -276,7 +285,7 @@ def inplace_inputs(names, node_defs, info, allocated: Mapping[str, list[int]], f
             src, port = data[i]
             sop = node_defs[src].op
             if (consumers.get((src, port)) != 1 or (src, port) in fetched or sop in FORWARDING_OPS
-                    or sop in _SHARED_SOURCES or port >= len(allocated.get(src, ()))):
+                    or sop in _SHARED_SOURCES or sop in VIEW_SOURCES or port >= len(allocated.get(src, ()))):
                 continue
             if allocated[src][port] != allocated[n][0] or info[src][port].dtype != info[n][0].dtype:
                 continue
