@@ -85,9 +85,9 @@ def _measured_timeline(g: OpGraph, cluster: Cluster, s: Schedule, run: MeasuredR
         parts.append(para(f"{total - matched:,} of the {total:,} measured ops are not ops of this graph (grey); "
                           "is the run of another model?", "note"))
     rows = []
-    for lane, (ids, _) in zip(lanes, cats):
+    for row, lane in enumerate(lanes):
         d = lane.index
-        p = f"measured_lane[{d}]."
+        p = f"measured_lane[{row}]."
         on = (s.device == d) if d is not None and 0 <= d < K else np.zeros(g.num_nodes, dtype=bool)
         p_busy = float((s.finish_us[on] - s.start_us[on]).sum())
         p_idle = float(s.makespan_us) - covered_time(s.start_us[on], s.finish_us[on])
@@ -130,8 +130,10 @@ def _departures(g: OpGraph, s: Schedule, lanes, cats) -> str:
     keep = np.flatnonzero(ids >= 0)
     if keep.size == 0:
         return ""
-    pred = (s.finish_us - s.start_us)[ids[keep]]
-    excess = dur[keep] - pred
+    excess = dur[keep] - (s.finish_us - s.start_us)[ids[keep]]
+    keep, excess = keep[excess > 0], excess[excess > 0]
+    if keep.size == 0:
+        return para("No op of the graph ran longer than its prediction.", "note")
     order = keep[np.lexsort((keep, -excess))][:TOP_DEPARTURES]
     rows = []
     for r, i in enumerate(order.tolist()):
