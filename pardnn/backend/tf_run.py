@@ -410,6 +410,9 @@ class TFRunReport:
     busy_us: tuple[float, ...] = ()
     """Per placement device: the traced step's time spent in the graph's ops there (step stats, op start to end;
     TensorFlow's own _Send/_Recv and copies left out), beside the model's per-device compute."""
+    timeline: tuple[tuple[tuple[str, int, int], ...], ...] = field(default=(), repr=False)
+    """Per placement device: the traced step's ops of the graph there as ``(name, start, duration)`` in
+    microseconds from the step's first op (`measured_timeline`); `to_dict`'s ``measured_timeline``."""
     trace: Mapping[str, Any] | None = field(default=None, repr=False)
     """With ``run_placed(..., trace=True)``: the predicted and the measured (traced step) timelines as one
     Chrome trace-event object (`pardnn.report.trace`); not part of `to_dict`."""
@@ -451,6 +454,12 @@ class TFRunReport:
             "memory": dict(self.memory),
             "per_device": [{"device": i, "name": d, "busy_us": round(b, 3)}
                            for i, (d, b) in enumerate(zip(self.devices, self.busy_us))],
+            "measured_timeline": {
+                "source": "the traced step's step stats: microseconds from its first op",
+                "columns": ["name", "start_us", "dur_us"],
+                "devices": [{"device": i, "name": d, "ops": [list(op) for op in ops]}
+                            for i, (d, ops) in enumerate(zip(self.devices, self.timeline))],
+            },
         }
 
 
@@ -590,6 +599,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
         memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref),
         busy_us=measured_busy_us(run.metadata.step_stats, devices, frozenset(g.names)),
+        timeline=measured_timeline(run.metadata.step_stats, devices, frozenset(g.names)),
         trace=_trace(g, sched, devices, run, where) if trace else None)
 
 
@@ -605,6 +615,27 @@ def measured_busy_us(step_stats, devices: Sequence[str], names: frozenset) -> tu
         busy[d] += sum(max(n.op_end_rel_micros - n.op_start_rel_micros, 0) for n in dev.node_stats
                        if n.node_name in names)
     return tuple(float(b) for b in busy)
+
+
+def measured_timeline(step_stats, devices: Sequence[str],
+                      names: frozenset) -> tuple[tuple[tuple[str, int, int], ...], ...]:
+    """Per device of ``devices``: the traced step's ops named in ``names`` as ``(name, start_us, dur_us)``.
+
+    Times are whole microseconds (step stats' own unit) from the step's first node on any real device, op start to
+    op end (as `measured_busy_us` counts them, so each device's durations sum to its busy time); sorted by start,
+    then name. TensorFlow's own nodes (_Send/_Recv, copies, feeds' argument ops) are left out.
+    """
+    real = [dev for dev in step_stats.dev_stats if is_real_device(dev.device) and dev.node_stats]
+    t0 = min((n.all_start_micros for dev in real for n in dev.node_stats), default=0)
+    lanes: list[list[tuple[str, int, int]]] = [[] for _ in devices]
+    for dev in real:
+        d = next((i for i, want in enumerate(devices) if same_device(want, dev.device)), None)
+        if d is None:
+            continue
+        lanes[d] += [(n.node_name, int(n.all_start_micros + n.op_start_rel_micros - t0),
+                      int(max(n.op_end_rel_micros - n.op_start_rel_micros, 0)))
+                     for n in dev.node_stats if n.node_name in names]
+    return tuple(tuple(sorted(lane, key=lambda op: (op[1], op[0]))) for lane in lanes)
 
 
 def _trace(g: OpGraph, sched, devices: Sequence[str], run: StepRun, where: str) -> dict[str, Any]:

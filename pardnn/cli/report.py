@@ -37,7 +37,9 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     every device and link with the critical chain marked, memory over time
     against each capacity with the largest tensors at each peak, and the
     communication matrix. With --measured, predicted against measured step
-    time. Every figure comes from the machine model (`pardnn simulate`).
+    time and busy time per device, and, for a TensorFlow `pardnn run --json`,
+    the traced step's timeline under the predicted one. Every other figure
+    comes from the machine model (`pardnn simulate`).
     Without cluster flags the cluster is the placement's devices with
     unlimited memory; give the flags used for partition to see capacities.
     Needs matplotlib (pip install 'pardnn[bench]').

@@ -12,7 +12,9 @@ string; `save_report` writes it atomically. The page holds
   live at each device's peak;
 * the device-by-device communication matrix (bytes and transfer count);
 * with a measured run (``pardnn run --json``), predicted against measured
-  step time, per device where the run says.
+  step time, per device where the run says, and the traced step's timeline
+  under the predicted one when the run carries it (TensorFlow runs;
+  `pardnn.report.measured_section`).
 
 `render_bench_report(result)` makes the same kind of page from a
 ``pardnn bench`` result. Images are base64 PNGs inside the page; there is no

@@ -337,3 +337,49 @@ def measured_png(labels: Sequence[str], predicted_us: Sequence[float | None],
     ax.set_axisbelow(True)
     fig.tight_layout()
     return png_bytes(fig)
+
+
+@dataclass(frozen=True, eq=False)
+class Lane:
+    """One row of a timeline: a label and its intervals, each with a colour category."""
+
+    label: str
+    start_us: np.ndarray
+    finish_us: np.ndarray
+    category: np.ndarray
+
+
+def timelines_png(panels: Sequence[tuple[str, Sequence[Lane]]], colors: Sequence[str],
+                  legend: Sequence[tuple[str, str]], span_us: float) -> bytes:
+    """Timelines stacked one panel under another on one time axis (0 to ``span_us``): the predicted step over the
+    measured one. Each lane draws its intervals by category, or past `EXACT_LIMIT` intervals in a panel its busy
+    fraction per pixel-wide bin, as `gantt_png` does."""
+    Figure = require_matplotlib()
+    from matplotlib.patches import Patch
+
+    span = max(float(span_us), 1e-9)
+    scale, unit = time_unit(span)
+    edges = np.linspace(0.0, span, BINS + 1)
+    heights = [max(len(lanes), 1) for _, lanes in panels]
+    fig = Figure(figsize=(14, 1.4 + 0.42 * sum(heights) + 0.5 * len(panels)))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    h = 0.78
+    for ax, (title, lanes) in zip(axes, panels):
+        exact = sum(lane.start_us.size for lane in lanes) <= EXACT_LIMIT
+        n = len(lanes)
+        for i, lane in enumerate(lanes):
+            _lane_bars(ax, n - 1 - i, h, lane.start_us, lane.finish_us, lane.category, colors, exact, edges, scale)
+        ax.set_yticks(range(n))
+        ax.set_yticklabels([lane.label for lane in reversed(lanes)], fontsize=8)
+        ax.set_ylim(-0.6, n - 0.4)
+        ax.set_title(title + ("" if exact else "  (busy fraction per pixel-wide slice of time)"), fontsize=9,
+                     loc="left")
+        ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
+        ax.set_axisbelow(True)
+    axes[-1].set_xlim(0, span / scale * 1.005)
+    axes[-1].set_xlabel(f"time ({unit})")
+    handles = [Patch(facecolor=c, label=lab) for c, lab in legend]
+    axes[0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles), fontsize=8,
+                   frameon=False)
+    fig.tight_layout()
+    return png_bytes(fig)

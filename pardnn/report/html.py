@@ -102,6 +102,12 @@ def png_img(png: bytes, alt: str, *, fig_id: str | None = None) -> str:
     return f'<img{ident} alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
+def kv_table(rows: Sequence[tuple[str, Any, str | None, Any]]) -> str:
+    """A two-column table of ``(label, shown text, data-key, exact value)``."""
+    return table(None, [[Cell(label, cls="l", header=True), Cell(text, key=key, value=value, cls="l")]
+                        for label, text, key, value in rows], cls="kv")
+
+
 def section(ident: str, title: str, *parts: str) -> str:
     return f'<section id="{esc(ident)}">\n<h2>{esc(title)}</h2>\n' + "\n".join(p for p in parts if p) + "\n</section>"
 

@@ -9,7 +9,12 @@ backends that report more (or less) still load:
   ``device`` index or ``name`` and one of ``measured_us`` / ``busy_us`` /
   ``compute_us``, or a plain list of numbers, one per device), or else summed
   from the ONNX backend's ``stages`` (``device``, ``device_name``,
-  ``compute_us``).
+  ``compute_us``);
+* the traced step's ops per device, from ``measured_timeline`` (``devices``:
+  objects with ``device``, ``name`` and ``ops``, a list of ``[name,
+  start_us, dur_us]``; what ``pardnn run --json`` writes for TensorFlow). A
+  run without one (an older file, an ONNX run) loads with ``lanes == ()``
+  and ``no_lanes`` saying why; a malformed one is an `InputError`.
 
 >>> run = measured_from_dict({"measured_us": 900.0, "predicted_us": 1000.0,
 ...                           "stages": [{"device": 0, "device_name": "a", "compute_us": 300},
@@ -22,9 +27,11 @@ backends that report more (or less) still load:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..errors import InputError
 from ..fileio import read_json
@@ -37,6 +44,21 @@ class MeasuredDevice:
     index: int | None
     name: str
     measured_us: float
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredLane:
+    """One device of the traced step: its ops, their starts and durations (microseconds from the step's start)."""
+
+    index: int | None
+    name: str
+    ops: tuple[str, ...]
+    start_us: np.ndarray
+    dur_us: np.ndarray
+
+    @property
+    def finish_us(self) -> np.ndarray:
+        return self.start_us + self.dur_us
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,10 @@ class MeasuredRun:
     backend: str | None = None
     devices: tuple[MeasuredDevice, ...] = ()
     samples_us: tuple[float, ...] = ()
+    lanes: tuple[MeasuredLane, ...] = field(default=(), repr=False)
+    """The traced step's ops per device (``measured_timeline``); empty when the run has none."""
+    no_lanes: str = ""
+    """Why ``lanes`` is empty (when it is)."""
 
 
 def _number(x: Any) -> float | None:
@@ -98,6 +124,43 @@ def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
     return tuple(MeasuredDevice(r[0], r[1], r[2]) for r in rows)
 
 
+def _lanes(d: dict, source: str) -> tuple[tuple[MeasuredLane, ...], str]:
+    tl = d.get("measured_timeline")
+    if tl is None:
+        if isinstance(d.get("stages"), list):
+            return (), ("the run is an ONNX pipeline: onnxruntime times each stage, not each op, so there is no "
+                        "measured per-op timeline")
+        return (), (f"{source} has no \"measured_timeline\" (a run written before pardnn recorded one, or by "
+                    "another backend)")
+    where = f"{source}: measured_timeline"
+    devs = tl.get("devices") if isinstance(tl, dict) else None
+    if not isinstance(devs, list):
+        raise InputError(f"{where}: expected an object with a \"devices\" list")
+    lanes = []
+    for i, dev in enumerate(devs):
+        ops = dev.get("ops") if isinstance(dev, dict) else None
+        if not isinstance(ops, list):
+            raise InputError(f"{where}.devices[{i}]: expected an object with an \"ops\" list")
+        idx = dev.get("device")
+        idx = idx if isinstance(idx, int) and not isinstance(idx, bool) else None
+        names, start, dur = [], [], []
+        for j, op in enumerate(ops):
+            ok = isinstance(op, list) and len(op) == 3 and isinstance(op[0], str)
+            t = (_number(op[1]), _number(op[2])) if ok else (None, None)
+            if t[0] is None or t[1] is None or t[1] < 0:
+                raise InputError(f"{where}.devices[{i}].ops[{j}]: expected [name, start_us, dur_us] with "
+                                 f"dur_us >= 0, got {str(op)[:80]}")
+            names.append(op[0])
+            start.append(t[0])
+            dur.append(t[1])
+        name = dev.get("name")
+        lanes.append(MeasuredLane(idx, str(name) if name is not None else f"device {idx if idx is not None else i}",
+                                  tuple(names), np.asarray(start, dtype=np.float64), np.asarray(dur, np.float64)))
+    if not any(lane.ops for lane in lanes):
+        return (), f"{source}: the measured timeline holds no ops"
+    return tuple(lanes), ""
+
+
 def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
     """Read a ``pardnn run --json`` object; only ``measured_us`` is required."""
     if not isinstance(d, dict):
@@ -109,6 +172,7 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
     steps = d.get("steps")
     match = d.get("outputs_match")
     samples = d.get("samples_us")
+    lanes, no_lanes = _lanes(d, source)
     return MeasuredRun(
         source=source, measured_us=measured, predicted_us=_number(d.get("predicted_us")),
         whole_model_us=_number(d.get("whole_model_us")),
@@ -120,6 +184,7 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
         devices=_per_device(d),
         samples_us=tuple(x for x in (_number(v) for v in samples) if x is not None) if isinstance(samples, list)
         else (),
+        lanes=lanes, no_lanes=no_lanes,
     )
 
 

@@ -17,8 +17,9 @@ from ..pipeline import PassTiming
 from ..placement import Placement
 from ..units import format_bytes, format_time
 from . import figures as F
-from .html import Cell, esc, page, para, png_img, section, table
+from .html import Cell, esc, kv_table, page, para, png_img, section, table
 from .measured import MeasuredRun, measured_from_dict
+from .measured_section import measured_section
 from .summary import Summary, comm_matrix, summarize, top_live
 
 TOP_TENSORS = 8
@@ -31,12 +32,6 @@ def _pct(x: float | None) -> str:
 
 def _cap_text(c: float) -> str:
     return "unlimited" if not math.isfinite(c) else format_bytes(c)
-
-
-def _kv(rows: Sequence[tuple[str, Any, str | None, Any]]) -> str:
-    """A two-column table of ``(label, shown text, data-key, exact value)``."""
-    return table(None, [[Cell(label, cls="l", header=True), Cell(text, key=key, value=value, cls="l")]
-                            for label, text, key, value in rows], cls="kv")
 
 
 # ---------------------------------------------------------------------------
@@ -71,7 +66,7 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
         ("bytes moved", format_bytes(summ.bytes_moved), "bytes_moved", summ.bytes_moved),
         ("feasible", "yes" if summ.feasible else "NO", "feasible", summ.feasible),
     ]
-    parts = [_kv(rows)]
+    parts = [kv_table(rows)]
     if summ.violations:
         parts.append("<ul class=\"bad\">" + "".join(f"<li>{esc(v)}</li>" for v in summ.violations[:20]) + "</ul>")
     dev_rows, classes = [], []
@@ -196,46 +191,6 @@ def _comm_section(cluster: Cluster, s: Schedule) -> str:
     return section("communication", "Communication", *parts)
 
 
-def _measured_section(summ: Summary, run: MeasuredRun) -> str:
-    rows = [("measured step time", format_time(run.measured_us), "measured_us", run.measured_us),
-            ("predicted step time (this report)", format_time(summ.makespan_us), "predicted_us", summ.makespan_us)]
-    if run.predicted_us is not None and abs(run.predicted_us - summ.makespan_us) > 1e-3 * max(1.0, summ.makespan_us):
-        rows.append(("predicted at run time", format_time(run.predicted_us), "run_predicted_us", run.predicted_us))
-    ratio = run.measured_us / summ.makespan_us if summ.makespan_us > 0 else None
-    rows.append(("measured / predicted", "-" if ratio is None else f"{ratio:.3f}", "measured_over_predicted", ratio))
-    if run.whole_model_us is not None:
-        rows.append(("whole model in one session", format_time(run.whole_model_us), "whole_model_us",
-                     run.whole_model_us))
-    if run.steps is not None:
-        rows.append(("timed steps", str(run.steps), "steps", run.steps))
-    if run.outputs_match is not None:
-        rows.append(("outputs match the unplaced model", "yes" if run.outputs_match else "NO", "outputs_match",
-                     run.outputs_match))
-    if run.cost_model:
-        rows.append(("op costs of the prediction", run.cost_model, None, None))
-    parts = [para(f"From {run.source}."), _kv(rows)]
-    labels, pred, meas = ["step"], [summ.makespan_us], [run.measured_us]
-    if run.devices:
-        load = {d.index: d for d in summ.devices}
-        dev_rows = []
-        for md in run.devices:
-            p = load.get(md.index)
-            dev_rows.append([Cell(md.index if md.index is not None else "-"), Cell(md.name, cls="name"),
-                             "-" if p is None else format_time(p.compute_us),
-                             Cell(format_time(md.measured_us), key=f"measured[{md.index}]", value=md.measured_us),
-                             "-" if p is None or p.compute_us <= 0 else f"{md.measured_us / p.compute_us:.3f}"])
-            labels.append(f"device {md.index}" if md.index is not None else md.name)
-            pred.append(None if p is None else p.compute_us)
-            meas.append(md.measured_us)
-        parts.append("<h3>Per device: busy time</h3>")
-        parts.append(table(["#", Cell("device", cls="l", header=True), "predicted compute", "measured compute",
-                            "measured / predicted"], dev_rows, attrs=' id="measured-devices"'))
-    else:
-        parts.append(para("The run reports no per-device times.", "note"))
-    parts.append(png_img(F.measured_png(labels, pred, meas), "predicted against measured", fig_id="measured-plot"))
-    return section("measured", "Predicted against measured", *parts)
-
-
 # ---------------------------------------------------------------------------
 # the pages
 # ---------------------------------------------------------------------------
@@ -268,7 +223,7 @@ def render_report(g: OpGraph, cluster: Cluster, placement: Placement | None, sch
                 ("memory", "Memory", _memory_section(g, cluster, schedule)),
                 ("communication", "Communication", _comm_section(cluster, schedule))]
     if measured is not None:
-        sections.append(("measured", "Predicted vs measured", _measured_section(summ, measured)))
+        sections.append(("measured", "Predicted vs measured", measured_section(g, cluster, schedule, summ, measured)))
     return page(title, subtitle, sections)
 
 

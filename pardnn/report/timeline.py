@@ -16,6 +16,9 @@ array([[1., 0.],
 (array([ 0., 10.]), array([ 3., 11.]))
 >>> max_envelope(np.array([0.0, 1.0, 2.5]), np.array([5, 9, 1]), np.array([0.0, 2.0, 4.0]))
 array([9, 9])
+
+`idle_gaps` finds where a lane did nothing between its first and its last op
+(the measured timeline's "largest gap").
 """
 
 from __future__ import annotations
@@ -93,3 +96,23 @@ def max_envelope(times: np.ndarray, levels: np.ndarray, edges: np.ndarray) -> np
     if ok.any():
         np.maximum.at(out, inside[ok], levels[ok])
     return out
+
+
+def idle_gaps(start: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps ``(from, to)`` between the merged runs of the intervals ``[start, finish)``, in time order.
+
+    >>> idle_gaps(np.array([0.0, 1.0, 7.0, 4.0]), np.array([2.0, 3.0, 9.0, 5.0]))
+    (array([3., 5.]), array([4., 7.]))
+    """
+    a, b = merge_runs(start, finish, 0.0)
+    return b[:-1], a[1:]
+
+
+def covered_time(start: np.ndarray, finish: np.ndarray) -> float:
+    """The length of the union of the intervals (overlapping ones count once).
+
+    >>> covered_time(np.array([0.0, 1.0, 7.0]), np.array([2.0, 3.0, 9.0]))
+    5.0
+    """
+    a, b = merge_runs(start, finish, 0.0)
+    return float((b - a).sum())

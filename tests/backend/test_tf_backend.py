@@ -516,6 +516,48 @@ def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_save
     assert {n.device for n in gd.node} <= {f"/device:CPU:{i}" for i in range(4)} and all(n.device for n in gd.node)
 
 
+def test_the_report_draws_the_measured_timeline_of_a_real_run(cnn_savedmodel, tmp_path):
+    """`pardnn run --json` on 2 logical CPUs keeps the traced step's ops per device; `pardnn report --measured`
+    draws them under the prediction and names the real ops where the timelines part."""
+    pytest.importorskip("matplotlib")
+    from ..report.test_report import Page, assert_self_contained
+
+    placement, run_json, html = tmp_path / "p.json", tmp_path / "run.json", tmp_path / "r.html"
+    res = CliRunner().invoke(cli, ["-q", "partition", str(cnn_savedmodel), "--devices", "2", "--method", "m-topo",
+                                   "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(cnn_savedmodel),
+           str(placement), "--steps", "1", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_json.write_text(proc.stdout)
+    report = json.loads(proc.stdout)
+    assert proc.stdout.count("\n") < 200             # one compact line for the timeline, whatever the op count
+    lanes = report["measured_timeline"]["devices"]
+    assert [(d["device"], d["name"]) for d in lanes] == list(enumerate(report["devices"]))
+    names = [{op[0] for op in d["ops"]} for d in lanes]
+    assert all(len(n) > 10 for n in names) and not names[0] & names[1]
+    assert sum(map(len, names)) == report["ops_checked"]          # every traced op of the graph, once
+    for d, lane in zip(report["per_device"], lanes):              # the same op times as the busy time
+        assert sum(op[2] for op in lane["ops"]) == d["busy_us"]
+        starts = [op[1] for op in lane["ops"]]
+        assert starts == sorted(starts) and min(starts) >= 0
+    res = CliRunner().invoke(cli, ["-q", "report", str(cnn_savedmodel), str(placement), "--measured", str(run_json),
+                                   "-o", str(html)])
+    assert res.exit_code == 0, res.output
+    text = html.read_text()
+    page = Page(text)
+    assert_self_contained(text, page)
+    assert "measured-timeline" in page.images and "No measured timeline" not in text
+    for d, lane in enumerate(lanes):
+        ops = lane["ops"]
+        assert int(page.values[f"measured_lane[{d}].ops"]) == len(ops)
+        last = max(ops, key=lambda op: op[1] + op[2])
+        assert float(page.values[f"measured_lane[{d}].end_us"]) == last[1] + last[2]
+        assert page.texts[f"measured_lane[{d}].last_op"] in {op[0] for op in ops if op[1] + op[2] == last[1] + last[2]}
+    assert page.texts["departure[0].op"] in names[0] | names[1]
+
+
 def test_without_allocator_statistics_the_run_says_so_instead_of_reporting_zero(cnn_savedmodel, tmp_path):
     """With oneDNN off and the BFC allocator refused, TensorFlow's plain CPU allocator counts nothing: the report
     gives no measured peak and says why (never a peak of 0)."""

@@ -54,6 +54,9 @@ def test_report_with_a_measured_run(tmp_path):
     assert float(page.values["measured_us"]) == 123456.0 and float(page.values["measured[1]"]) == 777.0
     assert float(page.values["run_predicted_us"]) == 1.0      # differs from this report's prediction: shown too
     assert "<title>GNMT run</title>" in out.read_text()
+    # an ONNX run times stages, not ops: the page says so in one line and draws no measured timeline
+    assert out.read_text().count("No measured timeline: the run is an ONNX pipeline") == 1
+    assert "measured-timeline" not in page.images
 
 
 def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
@@ -63,6 +66,10 @@ def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
     bad.write_text('{"predicted_us": 1}')
     r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
     assert r.exit_code == EXIT_INPUT and "measured_us" in r.stderr and r.stderr.count("\n") == 1
+    bad.write_text('{"measured_us": 1, "measured_timeline": {"devices": [{"device": 0, "ops": [["a", 0]]}]}}')
+    r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
+    assert r.exit_code == EXIT_INPUT and r.stderr.count("\n") == 1
+    assert "bad.json: measured_timeline.devices[0].ops[0]: expected [name, start_us, dur_us]" in r.stderr
     r = run("report", GNMT, p, "-o", p)
     assert r.exit_code == EXIT_INPUT and "refusing to overwrite" in r.stderr
     r = run("report", GNMT, p, "--devices", 3, "-o", tmp_path / "r.html")

@@ -257,6 +257,77 @@ def test_measured_runs_are_read_tolerantly():
             measured_from_dict(bad, source="run.json")
 
 
+def _timeline_of(g, s, stretch: float) -> dict:
+    """A measured timeline made from the schedule: every op's start and duration times ``stretch``."""
+    start, dur = (stretch * s.start_us).astype(int), (stretch * (s.finish_us - s.start_us)).astype(int)
+    return {"devices": [{"device": d, "name": f"tf:{d}",
+                         "ops": [[g.names[v], int(start[v]), int(dur[v])] for v in np.flatnonzero(s.device == d)]}
+                        for d in range(int(s.device.max()) + 1)]}
+
+
+def test_measured_timeline_beside_the_predicted_one(rendered):
+    g, cluster, plan, sched, timings, _, _ = rendered
+    tl = _timeline_of(g, sched, 2.0)
+    slow = int(np.flatnonzero(sched.device == 0)[0])
+    tl["devices"][0]["ops"][0][2] = int(10 * sched.makespan_us)       # one op takes far longer than predicted
+    text = render_report(g, cluster, plan, sched, measured={"measured_us": 1.0, "measured_timeline": tl})
+    page = Page(text)
+    assert_self_contained(text, page)
+    assert "measured-timeline" in page.images and "No measured timeline" not in text
+    assert page.texts["departure[0].op"] == g.names[slow]
+    assert float(page.values["departure[0].measured_us"]) == int(10 * sched.makespan_us)
+    for d, lane in enumerate(tl["devices"]):
+        on = np.flatnonzero(sched.device == d)
+        assert int(page.values[f"measured_lane[{d}].ops"]) == on.size
+        assert float(page.values[f"measured_lane[{d}].busy_us"]) == sum(op[2] for op in lane["ops"])
+        end = max(op[1] + op[2] for op in lane["ops"])
+        assert float(page.values[f"measured_lane[{d}].end_us"]) == end
+        assert page.texts[f"measured_lane[{d}].last_op"] in {op[0] for op in lane["ops"] if op[1] + op[2] == end}
+
+
+def test_measured_timeline_gaps_on_a_hand_checked_run():
+    g = tiny([("a", 5, 10), ("b", 1, 10), ("c", 5, 10)], [("a", "b"), ("b", "c")])
+    c = Cluster.homogeneous(1)
+    s = simulate(g, c, [0, 0, 0])
+    tl = {"devices": [{"device": 0, "name": "cpu", "ops": [["a", 0, 4], ["b", 10, 2], ["c", 30, 1], ["zz", 12, 3]]}]}
+    page = Page(render_report(g, c, None, s, measured={"measured_us": 40.0, "measured_timeline": tl}))
+    assert page.texts["measured_lane[0].longest_gap"] == "15.0 us at 15.0 us, after zz, before c"
+    assert float(page.values["measured_lane[0].idle_us"]) == 31.0 - 10.0    # ops cover 0-4, 10-15, 30-31
+    assert page.texts["measured_lane[0].last_op"] == "c"
+    assert page.texts["departure[0].op"] == "b"          # 2 us measured, 1 us predicted; a and c ran faster
+    assert "departure[1].op" not in page.texts           # only ops slower than predicted; zz is not in the graph
+
+
+def test_runs_without_a_timeline_say_so_and_still_render():
+    g = tiny([("a", 5, 10), ("b", 5, 10)], [("a", "b")])
+    c = Cluster.homogeneous(2)
+    s = simulate(g, c, [0, 1])
+    for run, why in (({"measured_us": 5.0}, "run.json has no &quot;measured_timeline&quot; (a run written before"),
+                     ({"measured_us": 5.0, "stages": [{"device": 0, "compute_us": 3.0}]}, "onnxruntime times each "
+                                                                                        "stage, not each op")):
+        text = render_report(g, c, None, s, measured=measured_from_dict(run, source="run.json"))
+        page = Page(text)
+        assert_self_contained(text, page)
+        assert page.sections[-1] == "measured" and "measured-plot" in page.images
+        assert "measured-timeline" not in page.images and "measured_lane[0].ops" not in page.values
+        assert text.count("No measured timeline") == 1 and why in text
+
+
+def test_malformed_measured_timelines_are_input_errors():
+    ok = measured_from_dict({"measured_us": 5, "measured_timeline": {"devices": [
+        {"device": 1, "name": "b", "ops": [["x", 2, 3], ["y", 0, 1]]}]}})
+    (lane,) = ok.lanes
+    assert lane.index == 1 and lane.ops == ("x", "y") and lane.finish_us.tolist() == [5.0, 1.0]
+    for tl, where in (([], ": expected an object"), ({"devices": [{"ops": 3}]}, r"\.devices\[0\]: "),
+                      ({"devices": [{"ops": [["x", 1]]}]}, r"\.devices\[0\]\.ops\[0\]: expected \[name"),
+                      ({"devices": [{}, {"ops": [["x", 1, -2]]}]}, r"\.devices\[0\]: "),
+                      ({"devices": [{"ops": [["x", 1, -2]]}]}, r"\.devices\[0\]\.ops\[0\]: .*got \['x', 1, -2\]"),
+                      ({"devices": [{"ops": [[3, 1, 2]]}]}, r"\.devices\[0\]\.ops\[0\]: ")):
+        with pytest.raises(InputError, match=rf"^run.json: measured_timeline{where}"):
+            measured_from_dict({"measured_us": 5, "measured_timeline": tl}, source="run.json")
+    assert measured_from_dict({"measured_us": 5, "measured_timeline": {"devices": []}}).no_lanes
+
+
 def test_missing_matplotlib_is_exit_code_6(monkeypatch):
     g = tiny([("a", 1)], [])
     c = Cluster.homogeneous(1)
