@@ -216,8 +216,10 @@ def render_report(g: OpGraph, cluster: Cluster, placement: Placement | None, sch
     summ = summarize(g, cluster, schedule, placement=placement, timings=timings)
     title = title or f"{g.name} on {cluster.num_devices} devices"
     subtitle = (f"pardnn {__version__} placement report: {g.num_nodes:,} ops on {cluster.num_devices} devices, "
-                f"predicted step time {format_time(summ.makespan_us)}. Every figure comes from the machine model "
-                "(docs/machine-model.md).")
+                f"predicted step time {format_time(summ.makespan_us)}. "
+                + ("Every figure comes from the machine model (docs/machine-model.md)." if measured is None else
+                   "Every figure comes from the machine model (docs/machine-model.md), except those of the "
+                   "section \u201cPredicted vs measured\u201d, which also shows the run's."))
     sections = [("summary", "Summary", _summary_section(g, cluster, summ)),
                 ("timeline", "Timeline", _timeline_section(g, cluster, schedule)),
                 ("memory", "Memory", _memory_section(g, cluster, schedule)),
