@@ -14,11 +14,15 @@ The search is bracketed so that few probes are needed:
 
 * below, by `memory_lower_bound` (sound: no placement on K devices fits under it), raised to the given
   memory when the fit at that memory failed;
-* above, by the smallest capacity known to fit at K: the given memory when it fitted, else the answer at
-  the previous K of the range (more devices never need more memory per device: the previous placement
-  fits, with devices left idle), else the largest device peak of a placement at unlimited memory. A
-  candidate is probed before it is used; one that does not fit raises the lower end instead (pardnn is a
-  heuristic), and the next candidate is tried, then doubling (at most 64x the lower bound).
+* above, by the smallest capacity known to fit at K: the given memory when it fitted; else candidates
+  from the answers at smaller counts (`_candidates`): where the answer stopped falling, the previous
+  answer; otherwise that answer scaled by the counts (memory falling as 1/K) and a few capacities a little
+  above it, then the previous answer itself (more devices never need more memory per device: the previous
+  placement fits, with devices left idle); last, the largest device peak of a placement at unlimited
+  memory. A candidate is probed before it is used; one that does not fit raises the lower end instead
+  (pardnn is a heuristic), and the next is tried, then doubling (at most 64x the lower bound). When the
+  first candidate fits, the first probe is one tolerance under it, which ends the search when the guess
+  was the answer.
 
 K=1 needs no placement: the whole graph on one device (pins ignored, SPEC §1.1 rule 10) gives the step
 time every speedup is relative to, and its peak is the smallest memory. A K below the device the graph's
@@ -134,12 +138,14 @@ class CapacitySearch:
         bounds, tried in order: a number below the upper end is probed, and becomes the upper end if it fits
         or raises the lower end if not; a callable (costly to evaluate) is asked only while no upper end is
         known; None is skipped. Without any fitting capacity, capacities double from the lower end. Then
-        bisection, until the bracket is within ``rel_tol`` of its upper end; with ``just_under``, the first
-        probe is one tolerance under the upper end (when the upper end is already the answer, as the previous
-        device count's often is, that single failure ends the search).
+        bisection, until the bracket is within ``rel_tol`` of its upper end. With ``just_under``, when the
+        first candidate probed fits, the bisection's first probe is one tolerance under it (a good guess is
+        often the answer already: then that single failure ends the search).
         """
         lo = max([self.lower] + [c for c, p in self.known.items() if not p.fits])
         hi = min((c for c, p in self.known.items() if p.fits), default=None)
+        probes_before = self.probes
+        first_fit = False
         for cand in candidates:
             if callable(cand):
                 if hi is not None:
@@ -149,6 +155,7 @@ class CapacitySearch:
                 continue
             if self.at(cand).fits:
                 hi = int(cand)
+                first_fit = self.probes == probes_before + 1
             else:
                 lo = int(cand)
         c = max(lo, 1)
@@ -162,7 +169,7 @@ class CapacitySearch:
             return None
         lo = max([lo] + [c for c, p in self.known.items() if not p.fits and c < hi])
         self.bracket = (lo, hi)
-        first = just_under
+        first = just_under and first_fit
         while hi - lo > self.rel_tol * hi:
             mid = hi - int(self.rel_tol * hi) if first else (lo + hi) // 2
             first = False
@@ -240,6 +247,23 @@ def first_devices(cluster: Cluster, k: int) -> Cluster:
     return Cluster(cluster.devices[:k], cluster.latency_us, cluster.bandwidth_bytes_per_us, links)
 
 
+def _candidates(previous: int | None, history: list[tuple[int, int]], k: int, bound: int,
+                rel_tol: float) -> list[int]:
+    """Upper ends for the search at ``k`` from the answers at smaller counts, in the order to try them.
+
+    Where the answer stopped falling at the last step (a colocation group or an op sets it), the previous
+    answer first. Otherwise the previous answer scaled by the counts (memory falling as 1/K) and a few
+    capacities a little above it, since the answer is rarely below that; then the previous answer, which
+    holds on more devices.
+    """
+    if previous is None or not history:
+        return []
+    if len(history) >= 2 and history[-1][1] > (1 - rel_tol) * history[-2][1]:
+        return [previous]
+    guess = max(bound, int(math.ceil(previous * history[-1][0] / k)))
+    return [int(guess * (1 + f * rel_tol)) for f in (0, 2, 6, 14)] + [previous]
+
+
 def _peak(sched) -> int:
     return int(np.max(sched.peak_bytes)) if len(sched.peak_bytes) else 0
 
@@ -261,6 +285,7 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
     probe_options = METHODS[DEFAULT_METHOD].probe_options(PardnnOptions(effort=SEARCH_EFFORT))
     rows: list[PlanRow] = []
     previous: int | None = None        # the smallest memory found at the previous count
+    history: list[tuple[int, int]] = []   # (K, smallest memory) found so far
 
     for k in settings.counts:
         ck = first_devices(cluster, k)
@@ -272,6 +297,7 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
                                 single_peak, single_step, bound, None, None, 0,
                                 "the whole graph on one device"))
             previous = single_peak
+            history.append((1, single_peak))
             continue
         if k < need_k:
             rows.append(PlanRow(k, False, None, None, None, None, None, None, bound, None, None, 0,
@@ -318,9 +344,11 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
                 unconstrained_peak.append(_peak(s))
                 return _peak(s)
 
-            min_probe = search.run([previous, free_peak, unlimited], just_under=previous is not None)
+            min_probe = search.run(_candidates(previous, history, k, bound, settings.rel_tol) + [free_peak, unlimited],
+                                   just_under=True)
             placements += search.probes + len(unconstrained_peak)
             if min_probe is not None:
+                history.append((k, min_probe.capacity))
                 previous = min_probe.capacity
                 lo_start, hi_start = search.bracket
             else:
