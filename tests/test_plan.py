@@ -86,3 +86,15 @@ def test_pins_make_small_counts_unavailable():
     plan = plan_devices(g, Cluster.homogeneous(3, memory_bytes=10_000), PlanSettings(counts=(1, 2, 3)))
     assert [r.available for r in plan.rows] == [True, False, True]
     assert "pins need 3 devices" in plan.rows[1].note and plan.rows[2].fits
+
+
+def test_candidates_follow_the_previous_answers():
+    from pardnn.plan import _candidates
+
+    assert _candidates(None, [], 2, 10, 0.05) == []
+    # still falling (1000 at K=1, 520 at K=2): the answer scaled by the counts, a little above it, then 520
+    assert _candidates(520, [(1, 1000), (2, 520)], 4, 10, 0.05) == [260, 286, 338, 442, 520]
+    # never under the lower bound
+    assert _candidates(520, [(1, 1000), (2, 520)], 4, 400, 0.05)[0] == 400
+    # stopped falling (within the tolerance): the previous answer only
+    assert _candidates(500, [(2, 520), (3, 500)], 4, 10, 0.05) == [500]
