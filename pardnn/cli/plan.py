@@ -158,7 +158,9 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     else:
         click.echo(plan_table(result))
     if plot_path:
-        command = "pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if len(sys.argv) > 1 else None
+        # the command line, when this is the pardnn program (not the API or a test runner)
+        command = ("pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+                   if Path(sys.argv[0]).name == "pardnn" else None)
         with progress.stage(f"writing {plot_path}"):
             from ..report.plan_page import write_plan_plot
             written = write_plan_plot(result, Path(plot_path), command=command)
