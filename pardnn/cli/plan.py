@@ -84,8 +84,8 @@ def plan_table(plan: DevicePlan) -> str:
 @click.command("plan")
 @click.argument("model", type=click.Path())
 @click.option("--devices", "-k", "counts", callback=_counts, metavar="RANGE",
-              help="Device counts to try: a range 1..16 or a list 1,2,4,8 [default: 1..8, or 1..N for a --cluster "
-                   "of N devices].")
+              help="Device counts to try: a range 1..16 or a list 1,2,4,8 [default: 1..8; with a --cluster of N "
+                   "devices, 1..N up to 8].")
 @click.option("--memory", "-m", callback=_memory,
               help="Memory per device, e.g. 16GiB (omitted: unlimited, or the --cluster file's).")
 @click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False),
@@ -139,7 +139,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
             raise click.UsageError("--cluster cannot be combined with --speed/--bandwidth/--latency")
         cluster = build_cluster(cluster_path, None, None if memory is None else str(memory), None, None, None, "")
         if counts is None:
-            counts = tuple(range(1, cluster.num_devices + 1))
+            counts = tuple(k for k in DEFAULT_DEVICES if k <= cluster.num_devices)
         elif max(counts) > cluster.num_devices:
             raise click.BadParameter(f"{cluster_path} has {cluster.num_devices} devices, fewer than {max(counts)}",
                                      param_hint="--devices")
