@@ -5,7 +5,7 @@ one line on stderr and their documented exit code, in one place.
 
 The package holds the group (here), the options and helpers the commands
 share (`pardnn.cli.options`) and one module per command or family of
-commands: `info`, `partition` (partition, simulate), `importing` (import),
+commands: `info`, `plan`, `partition` (partition, simulate), `importing` (import),
 `bench`, `report`, `run` (run, rewrite, serve) and `calibrate`. The command modules
 import `options` and the library, never this module; the group collects
 their commands at the end of this one, so nothing imports in a circle.
@@ -149,8 +149,13 @@ def cli(ctx: click.Context, quiet: bool, verbose: int, debug: bool) -> None:
     and writes the placement.
 
     \b
+    Start with `pardnn plan`: how many devices the step needs, how much memory
+    each, and the step time and speedup at each count.
+
+    \b
     Examples:
       pardnn info sample_graphs/pardnn_vgg16.json.gz
+      pardnn plan sample_graphs/pardnn_vgg16.json.gz --memory 2GiB
       pardnn partition sample_graphs/pardnn_vgg16.json.gz --devices 4 --memory 2GiB -o vgg.placement.json
       pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --memory 2GiB --json
     """
@@ -180,8 +185,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # The commands, each defined in its own module without reference to the group, join it here.
-from . import bench, calibrate, importing, info, partition, report, run  # noqa: E402
+from . import bench, calibrate, importing, info, partition, plan, report, run  # noqa: E402
 
-for _command in (info.info, partition.partition, partition.simulate, importing.import_cmd, bench.bench,
+for _command in (info.info, plan.plan_cmd, partition.partition, partition.simulate, importing.import_cmd, bench.bench,
                  report.report_cmd, run.run_cmd, run.rewrite_cmd, run.serve_cmd, calibrate.calibrate_cmd):
     cli.add_command(_command)

@@ -83,3 +83,4 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
         click.echo("largest colocation groups:")
         for item in summary["largest_groups"]:
             click.echo(f"  {item['ops']:>6} ops  {format_bytes(item['persistent_bytes']):>11}  {item['name']}")
+    click.echo(f"next: pardnn plan {graph} --memory SIZE: how many devices it needs, and the speedup of each count")

@@ -17,7 +17,9 @@ string; `save_report` writes it atomically. The page holds
   `pardnn.report.measured_section`).
 
 `render_bench_report(result)` makes the same kind of page from a
-``pardnn bench`` result. Images are base64 PNGs inside the page; there is no
+``pardnn bench`` result, and `pardnn.report.plan_page` one from a
+``pardnn plan`` result (memory per device and speedup against the device
+count, and the table). Images are base64 PNGs inside the page; there is no
 script and no external URL, so it opens offline. The figures need matplotlib
 (the ``bench`` or ``dev`` extra); without it rendering raises
 `pardnn.errors.MissingDependencyError` (exit code 6). The numbers come from

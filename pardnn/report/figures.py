@@ -49,6 +49,15 @@ def require_matplotlib():
     return Figure
 
 
+def has_matplotlib() -> bool:
+    """Whether matplotlib can be imported (commands whose plot is optional check this first)."""
+    try:
+        require_matplotlib()
+    except MissingDependencyError:
+        return False
+    return True
+
+
 def png_bytes(fig) -> bytes:
     """The figure as PNG bytes, with no metadata (so the same figure gives the same bytes)."""
     buf = io.BytesIO()
@@ -381,5 +390,47 @@ def timelines_png(panels: Sequence[tuple[str, Sequence[Lane]]], colors: Sequence
     handles = [Patch(facecolor=c, label=lab) for c, lab in legend]
     axes[0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles), fontsize=8,
                    frameon=False)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def plan_png(plan) -> bytes:
+    """``pardnn plan``'s figure: memory per device against K (the smallest found, the lower bound and the given
+    memory), and the speedup over one device against K (at the given memory, and at the smallest memory)."""
+    Figure = require_matplotlib()
+    rows = [r for r in plan.rows if r.available]
+    ks = [r.k for r in rows]
+    fig = Figure(figsize=(10, 4))
+    ax_m, ax_s = fig.subplots(1, 2)
+    given = sorted({m for m in plan.memory if m is not None})
+    values = [r.min_memory_bytes or 0 for r in rows] + [r.lower_bound_bytes for r in rows] + given
+    div, unit = byte_unit(max(values, default=0))
+    found = [(r.k, r.min_memory_bytes / div) for r in rows if r.min_memory_bytes is not None]
+    if found:
+        ax_m.plot(*zip(*found), "o-", color=OP_COLOR, label="smallest memory pardnn fits")
+    ax_m.plot(ks, [r.lower_bound_bytes / div for r in rows], "--", color="#888888", label="lower bound")
+    for m in given:
+        ax_m.axhline(m / div, color=CAPACITY_COLOR, lw=1, label=f"given memory ({format_bytes(m)})")
+    ax_m.set_xlabel("devices (K)")
+    ax_m.set_ylabel(f"memory per device ({unit})")
+    ax_m.set_ylim(bottom=0)
+    ax_m.legend(fontsize=8)
+    at_given = [(r.k, r.speedup) for r in rows if r.speedup is not None]
+    at_min = [(r.k, plan.single_step_us / r.min_memory_step_us) for r in rows
+              if r.min_memory_step_us is not None and r.min_memory_step_us > 0]
+    if at_given:
+        ax_s.plot(*zip(*at_given), "o-", color=OP_COLOR, label="at the given memory")
+    if at_min:
+        ax_s.plot(*zip(*at_min), "s--", color=PHASE_COLORS[1], label="at the smallest memory")
+    ax_s.axhline(1.0, color="#888888", lw=1)
+    ax_s.set_xlabel("devices (K)")
+    ax_s.set_ylabel("speedup over one device")
+    ax_s.set_ylim(0, 1.15 * max([1.0] + [y for _, y in at_given + at_min]))
+    if at_given or at_min:
+        ax_s.legend(fontsize=8)
+    for ax in (ax_m, ax_s):
+        ax.set_xticks(ks)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{plan.graph}: devices, memory and speedup", fontsize=10)
     fig.tight_layout()
     return png_bytes(fig)
