@@ -90,17 +90,19 @@ ELEMENTWISE_FLOPS: dict[str, float] = {
                      "SelectV2", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor",
                      "Not", "LogicalAnd", "LogicalOr", "LogicalNot", "Sign", "Floor", "Ceil", "Round", "Mod",
                      "FloorMod", "Sum", "AddN", "Mean", "Square", "SquaredDifference", "BiasAdd", "Cast",
-                     "ReluGrad", "ThresholdedRelu", "Shrink", "BitShift", "IsNaN", "IsInf"], 1.0),
+                     "ReluGrad", "ThresholdedRelu", "Shrink", "BitShift", "IsNaN", "IsInf", "Scale"], 1.0),
     **dict.fromkeys(["Exp", "Log", "Tanh", "Sigmoid", "Erf", "Sqrt", "Rsqrt", "Reciprocal", "Pow", "Sin", "Cos",
                      "Tan", "Softplus", "Softsign", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Mish",
                      "Swish", "Silu", "TanhGrad", "SigmoidGrad", "Atan", "Asin", "Acos", "Sinh", "Cosh"], 4.0),
     **dict.fromkeys(["Softmax", "LogSoftmax", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-                     "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLossGrad",
+                     "SoftmaxCrossEntropyLoss", "SoftmaxCrossEntropyLossGrad", "SoftmaxCrossEntropyLossInternal",
+                     "SoftmaxCrossEntropyLossInternalGrad",
                      "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"], 5.0),
     **dict.fromkeys(["Gelu", "BiasGelu", "FastGelu", "GeluGrad", "BiasGeluGrad_dX", "FastGeluGrad"], 8.0),
     **dict.fromkeys(["LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
                      "LayerNormalizationGrad", "InstanceNormalization", "GroupNormalization", "RMSNormalization",
-                     "FusedBatchNormV3", "FusedBatchNormGradV3"], 8.0),
+                     "FusedBatchNormV3", "FusedBatchNormGradV3", "BatchNormInternal", "BatchNormalizationGrad"],
+                    8.0),
     "BatchNormalization": 2.0,   # inference: a per-channel scale and shift
 }
 

@@ -12,7 +12,7 @@ from pardnn.errors import InputError
 from pardnn.ir import FORWARDED_AS, GraphBuilder, OpGraph
 
 from .model import _GRAD_BUFFER_SUFFIX, PreparedModel
-from .shapes import _GRAD_NAME, STATE_UPDATE_OPS
+from .training_ops import _GRAD_NAME, STATE_UPDATE_OPS
 
 TimeFn = Callable[[onnx.NodeProto], tuple[float, float]]   # node -> (time_us, flops)
 

@@ -11,6 +11,11 @@ Roofline (`node_flops`, `node_bytes_moved`, then `pardnn.frontends.roofline.op_t
   ``GroupQueryAttention``, ONNX ``Attention``): `pardnn.frontends.roofline.attention_flops`;
 * element-wise and normalisation ops: `pardnn.frontends.roofline.ELEMENTWISE_FLOPS` per output element;
   reductions one per input element; pooling one per output element per kernel tap;
+* onnxruntime-training's gradients: ``ConvGrad`` the forward convolution's FLOPs for each of ``dX`` and
+  ``dW`` it computes, plus one per ``dY`` element for ``dB``; ``MaxPoolGrad`` one per ``dY`` element,
+  ``AveragePoolGrad`` one per ``dY`` element per tap; ``BatchNormInternal`` and
+  ``BatchNormalizationGrad`` as training-mode normalisations, ``ReluGrad``, ``Scale``, the
+  ``SoftmaxCrossEntropyLoss*`` family per element from the same table;
 * everything else moves data only.
 
 Bytes moved are the bytes of every input and output, except that view ops
@@ -50,6 +55,7 @@ _REDUCE = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Reduc
                      "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
                      "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "CumSum"})
 _POOL = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxRoiPool", "QLinearAveragePool"})
+_POOL_GRAD = frozenset({"MaxPoolGrad", "AveragePoolGrad"})
 _MATMUL = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "MatMulNBits",
                      "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
 
@@ -104,6 +110,16 @@ def _conv(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
     return roofline.conv_flops(_numel(out), w[1], taps) + bias
 
 
+def _conv_grad(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    """``ConvGrad(dY, X, W) -> dX, dW, dB``: each of dX and dW costs the forward convolution, dB one per dY element."""
+    dy, w = _shape(tensors, node.input[0]), _shape(tensors, node.input[2]) if len(node.input) > 2 else None
+    if dy is None or w is None or len(w) < 2:
+        return 0.0
+    outs = [bool(o) for o in node.output] + [False] * 3
+    conv = roofline.conv_flops(_numel(dy), w[1], _numel(w[2:]) if len(w) > 2 else 1)
+    return conv * (outs[0] + outs[1]) + (_numel(dy) if outs[2] else 0)
+
+
 def _attention(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
     q = _shape(tensors, node.input[0])
     if q is None:
@@ -151,11 +167,16 @@ def node_flops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float
     if op in ("Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
               "PackedMultiHeadAttention"):
         return _attention(node, tensors)
+    if op == "ConvGrad":
+        return _conv_grad(node, tensors)
     if op in _REDUCE:
         return float(_numel(_shape(tensors, node.input[0])))
     if op in _POOL:
         kernel = _attr(node, "kernel_shape", []) or []
         return float(_numel(out) * max(1, math.prod(kernel)))
+    if op in _POOL_GRAD:             # one per incoming gradient element (per tap when averaging)
+        taps = max(1, math.prod(_attr(node, "kernel_shape", []) or [])) if op == "AveragePoolGrad" else 1
+        return float(_numel(_shape(tensors, node.input[0])) * taps)
     if op == "LRN":
         return float(_numel(out) * 2 * int(_attr(node, "size", 1)))
     per = roofline.ELEMENTWISE_FLOPS.get(op)

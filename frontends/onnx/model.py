@@ -5,8 +5,10 @@ see the same node names and the same static shapes:
 
 1. **read** the model without its external weights (their sizes are in the
    tensor headers; the files are checked to exist and be long enough), check
-   it with `onnx.checker`, and inline model-local functions so that nodes map
-   1:1 to onnxruntime kernels;
+   it with `onnx.checker` (onnxruntime-training's gradient ops in the
+   standard domain, such as ``MaxPoolGrad``, have no onnx schema: their
+   schema check alone is skipped, see `check_model`), and inline model-local
+   functions so that nodes map 1:1 to onnxruntime kernels;
 2. **name** every node uniquely and stably (`unique_node_names`): ONNX names
    may be empty or repeated; the original is kept beside;
 3. **fix dynamic dimensions** of the graph inputs from the user's values
@@ -19,8 +21,9 @@ see the same node names and the same static shapes:
    rounds with two helpers until nothing changes: shape arithmetic
    (``Shape -> Gather -> Range``, masks from ``ConstantOfShape``) is evaluated
    with onnx's reference ops, and the com.microsoft ops of
-   onnxruntime-training graphs are sized by their conventions (the gradient
-   ``T_grad`` has the shape of ``T``); see `pardnn.frontends.onnx.shapes`. What is still
+   onnxruntime-training graphs are sized from their inputs (``ConvGrad``,
+   ``BatchNormInternal``, ``MaxPoolGrad``, ...) or by their conventions (the
+   gradient ``T_grad`` has the shape of ``T``); see `pardnn.frontends.onnx.shapes`. What is still
    unsized is measured by running the model once with onnxruntime; if that
    fails too, an `InputError` names the tensor and the node that makes it.
 """
@@ -40,7 +43,8 @@ from pardnn.errors import InputError
 
 from .dims import fix_dims, resolve_dims
 from .runtime import measure_shapes
-from .shapes import STATE_UPDATE_OPS, TensorInfo, _first_line, infer_tensors
+from .shapes import TensorInfo, _first_line, infer_tensors
+from .training_ops import ORT_STANDARD_DOMAIN_OPS, STATE_UPDATE_OPS
 
 _GRAD_BUFFER_SUFFIX = "_grad.accumulation.buffer"
 
@@ -141,10 +145,43 @@ def _all_tensors(m: onnx.ModelProto):
                 yield a.t
 
 
-def check_model(path: Path) -> None:
-    """`onnx.checker` on the file (external data resolved beside it); a failure is one `InputError` line."""
+def unregistered_training_ops(model: onnx.ModelProto) -> list[int]:
+    """Indices of the nodes `check_model` lets through: onnxruntime-training ops that onnx cannot check.
+
+    A node qualifies when the model imports the ``com.microsoft`` domain (it
+    came through onnxruntime), the node is in the standard domain, onnx has no
+    schema for its op type, and the op is one of onnxruntime's
+    (`ORT_STANDARD_DOMAIN_OPS`, or a name ending in ``Grad``). Any other
+    unknown standard op is still a checker error.
+    """
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        return []
+    return [i for i, n in enumerate(model.graph.node)
+            if n.domain in ("", "ai.onnx") and (n.op_type in ORT_STANDARD_DOMAIN_OPS or n.op_type.endswith("Grad"))
+            and not onnx.defs.has(n.op_type)]
+
+
+def check_model(path: Path, model: onnx.ModelProto | None = None) -> None:
+    """`onnx.checker` on the file (external data resolved beside it); a failure is one `InputError` line.
+
+    onnxruntime-training graphs put a few gradient ops (``MaxPoolGrad``, ...)
+    in the standard domain, where onnx has no schema and the checker would
+    refuse them. Given the ``model`` read from ``path``, those nodes
+    (`unregistered_training_ops`) are moved to the ``com.microsoft`` domain
+    in a copy, and the copy is checked: everything else (graph structure,
+    topological order, the other nodes' schemas, types and attributes) is
+    still checked. ops in custom domains are never checked by onnx.
+    """
+    skip = unregistered_training_ops(model) if model is not None else []
     try:
-        onnx.checker.check_model(str(path))
+        if not skip:
+            onnx.checker.check_model(str(path))
+            return
+        work = onnx.ModelProto()
+        work.CopyFrom(model)
+        for i in skip:
+            work.graph.node[i].domain = "com.microsoft"
+        onnx.checker.check_model(work)
     except onnx.checker.ValidationError as exc:
         raise InputError(f"{path}: invalid ONNX model: {_first_line(exc)}") from None
 
@@ -196,7 +233,7 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
     if p.is_dir():
         p = p / "training_model.onnx"
     model = read_model(p)
-    check_model(p)
+    check_model(p, model)
     if len(model.functions):
         from onnx import inliner
         model = inliner.inline_local_functions(model)

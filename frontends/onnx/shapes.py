@@ -3,8 +3,10 @@
 `infer_tensors` runs ONNX shape inference (data propagation on) in rounds
 with two helpers until nothing changes: shape arithmetic (``Shape -> Gather
 -> Range``, masks from ``ConstantOfShape``) is evaluated with onnx's reference
-ops (`_Folder`), and the com.microsoft ops of onnxruntime-training graphs are
-sized by their conventions (the gradient ``T_grad`` has the shape of ``T``;
+ops (`_Folder`), and the ops of onnxruntime-training graphs are sized from
+their inputs (``ConvGrad``, ``BatchNormInternal``, ``BatchNormalizationGrad``,
+``MaxPoolGrad``, the ``SoftmaxCrossEntropyLoss*`` family; `_op_rule`) or by
+their conventions (the gradient ``T_grad`` has the shape of ``T``;
 `_training_rule`). What is still unsized is measured by a caller-given
 fallback (an onnxruntime run); if that fails too, an `InputError` names the
 tensor and the node that makes it.
@@ -15,7 +17,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -26,11 +27,10 @@ from onnx import TensorProto, helper
 
 from pardnn.errors import InputError
 
+from .training_ops import training_rule
+
 log = logging.getLogger("pardnn.frontends.onnx")
 
-#: Ops that onnxruntime-training writes into training graphs: in-place state updates.
-STATE_UPDATE_OPS = frozenset({"InPlaceAccumulator", "InPlaceAccumulatorV2", "ZeroGradient", "AdamOptimizer",
-                              "AdamWOptimizer", "SGDOptimizer", "SGDOptimizerV2", "LambOptimizer"})
 
 
 @dataclass(frozen=True)
@@ -117,66 +117,17 @@ def _missing(model: onnx.ModelProto, known: Mapping[str, TensorInfo]) -> list[tu
     return [(o, i) for i, n in enumerate(model.graph.node) for o in n.output if o and o not in known]
 
 
-_GRAD_NAME = re.compile(r"^(.*)_grad(?:_\d+)?$")
-#: com.microsoft ops of training graphs whose first output has the shape of their first input.
-_LIKE_INPUT0 = frozenset({"BiasGelu", "FastGelu", "BiasGeluGrad_dX", "FastGeluGrad", "GeluGrad", "ReluGrad",
-                          "SigmoidGrad", "TanhGrad", "SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad",
-                          "LogSoftmaxGrad_13", "DropoutGrad", "BiasDropout", "BitmaskDropout", "InPlaceAccumulator",
-                          "QuickGelu", "QuickGeluGrad", "BiasSoftmax"})
-
-
-def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool) -> tuple[int, ...]:
-    """Shape of a (batched, broadcasting) matrix product, with optional transposes of the last two axes."""
-    if len(a) < 2 or len(b) < 2:
-        raise ValueError("FusedMatMul needs matrices")
-    m = a[-1] if trans_a else a[-2]
-    n = b[-2] if trans_b else b[-1]
-    batch = np.broadcast_shapes(a[:-2], b[:-2])
-    return tuple(int(x) for x in batch) + (int(m), int(n))
-
-
-def _training_rule(n: onnx.NodeProto, j: int, known: Mapping[str, TensorInfo]) -> TensorInfo | None:
-    """The size of output ``j`` of ``n`` by onnxruntime-training's conventions, or None."""
-    o = n.output[j]
-    ins = [known.get(i) for i in n.input]
-    m = _GRAD_NAME.match(o)
-    if m and m.group(1) in known:                    # T_grad, T_grad_1, ... have the shape of T
-        return TensorInfo(o, known[m.group(1)].elem_type, known[m.group(1)].shape)
-    if n.op_type in _LIKE_INPUT0 and j == 0 and ins and ins[0] is not None:
-        return TensorInfo(o, ins[0].elem_type, ins[0].shape)
-    if n.op_type == "InPlaceAccumulatorV2":         # output 0: an "updated" flag; 1: the accumulated buffer
-        if j == 0:
-            return TensorInfo(o, TensorProto.BOOL, (1,))
-        return TensorInfo(o, ins[0].elem_type, ins[0].shape) if ins and ins[0] is not None else None
-    if n.op_type == "ConcatTraining":
-        if j == 1:
-            return TensorInfo(o, TensorProto.INT64, (len(n.input),))
-        if all(x is not None for x in ins) and ins:
-            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
-            shape = list(ins[0].shape)
-            axis = axis + len(shape) if axis < 0 else axis
-            shape[axis] = sum(x.shape[axis] for x in ins)
-            return TensorInfo(o, ins[0].elem_type, tuple(shape))
-    if n.op_type == "FusedMatMul" and j == 0 and len(ins) >= 2 and ins[0] is not None and ins[1] is not None:
-        attrs = {a.name: a.i for a in n.attribute}
-        try:
-            shape = _matmul_shape(ins[0].shape, ins[1].shape, bool(attrs.get("transA")), bool(attrs.get("transB")))
-        except ValueError:
-            return None
-        return TensorInfo(o, ins[0].elem_type, shape)
-    return None
-
-
 def _apply_training_rules(model: onnx.ModelProto, known: dict[str, TensorInfo]) -> int:
-    """Size what onnxruntime-training's conventions size (`_training_rule`); count the tensors sized."""
+    """Size what onnxruntime-training's ops and conventions size (`training_rule`); count the tensors sized."""
     added = 0
+    producers = {o: n for n in model.graph.node for o in n.output if o}
     for n in model.graph.node:
         for j, o in enumerate(n.output):
             if not o or o in known:
                 continue
-            info = _training_rule(n, j, known)
-            if info is not None:
-                known[o] = info
+            rule = training_rule(n, j, known, producers)
+            if rule is not None:
+                info = known[o] = TensorInfo(o, *rule)
                 model.graph.value_info.append(helper.make_tensor_value_info(o, info.elem_type, list(info.shape)))
                 added += 1
     return added
