@@ -11,7 +11,8 @@ Two checks, so that the docs cannot drift from the tool:
   the files the docs name (`STAND_INS`: ``model_dir`` is a small Keras
   SavedModel with a ``train_step`` signature, ``model.keras`` a compiled
   Keras model, ``model.onnx`` the shipped tiny GPT, ``graph.pb`` a GraphDef
-  with ``loss`` and ``train_op``, ``g.json`` a shipped graph), each in a
+  with ``loss`` and ``train_op``, ``g.json`` a shipped graph; `PAGE_STAND_INS`
+  for one page), each in a
   fresh ``pardnn`` process, and must exit 0 (or the ``# exits N`` the line
   ends with). Lines that cannot run on one machine without extras are in
   `NOT_RUN`, each with its reason; an entry no page holds any more fails the
@@ -120,10 +121,16 @@ RUN_PAGES = [p.name for p in PAGES if p.name not in RUN_ELSEWHERE and p.name not
              and doc_lines(p)]
 
 
+PAGE_STAND_INS = {"pytorch.md": {"model.onnx": REPO / "tests" / "data" / "onnx" / "cnn_inference.onnx"}}
+"""Stand-ins of one page: pytorch.md's ``model.onnx`` is the CNN its export recipe makes (the shipped fixture)."""
+
+
 def _stand_ins(directory: Path, page: str) -> None:
     """The files the page's commands name, made or copied into ``directory``."""
     (directory / "sample_graphs").symlink_to(SAMPLES)
-    shutil.copy(SAMPLES / "onnx_gpt_tiny.onnx", directory / "model.onnx")
+    (directory / "tests").symlink_to(REPO / "tests")          # the shipped fixtures, as the pages name them
+    shutil.copy(PAGE_STAND_INS.get(page, {}).get("model.onnx", SAMPLES / "onnx_gpt_tiny.onnx"),
+                directory / "model.onnx")
     with gzip.open(SAMPLES / "tf_resnet14.json.gz", "rb") as src:
         (directory / "g.json").write_bytes(src.read())
     if not _needs_tf(page):

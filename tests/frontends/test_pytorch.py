@@ -210,22 +210,3 @@ def test_the_artifact_folder_means_its_training_model():
     assert a.meta["onnx_file"].endswith("training_model.onnx") and "AdamWOptimizer" not in a.ops
     assert math.isclose(float(np.sum(a.time_us)), float(np.sum(load_onnx(CNN / "training_model.onnx",
                                                                           FrontendOptions(batch_size=2)).time_us)))
-
-
-def test_the_docs_commands_on_the_shipped_fixtures_run(tmp_path):
-    """docs/pytorch.md: every ``pardnn`` line of its sh blocks that names a shipped fixture runs as shown
-    (a trailing ``# exits N`` expects that exit code), from a folder where ``tests/`` is the repository's."""
-    import re
-    import shlex
-
-    text = (REPO / "docs" / "pytorch.md").read_text()
-    lines = [ln.strip() for kind, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M) if kind == "sh"
-             for ln in body.splitlines() if ln.strip().startswith("pardnn ") and "tests/data/onnx/" in ln]
-    assert len(lines) == 5
-    (tmp_path / "tests").symlink_to(REPO / "tests")
-    for line in lines:
-        m = re.search(r"#\s*exits\s+(\d+)\s*$", line)
-        r = pardnn(*shlex.split(line, comments=True)[1:], cwd=tmp_path)
-        assert r.returncode == (int(m.group(1)) if m else 0), (line, r.stderr)
-    assert (tmp_path / "cnn_training.json.gz").exists() and (tmp_path / "cnn.placement.json").exists()
-    assert "running a training graph needs onnxruntime-training" in r.stderr
