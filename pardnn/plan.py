@@ -8,7 +8,9 @@ For each device count K of a range, with the ParDNN method (`pardnn.api.partitio
   bisection to a relative tolerance (`PlanSettings.rel_tol`, 5%). Its probes are placements at the
   ``fast`` effort without the memory-aware refinement (`pardnn.methods.Method.probe_options`), which never
   changes whether a plan fits. The answer is always a capacity a probe fitted at, so it is an upper bound
-  on the true minimum, within the tolerance of the boundary the bisection found.
+  on the true minimum, within the tolerance of the boundary the bisection found. The step time there is
+  that of one more placement at that memory with the fit's effort (the whole pipeline, as ``pardnn
+  partition`` runs it), or the probe's when that is shorter.
 
 The search is bracketed so that few probes are needed:
 
@@ -351,6 +353,14 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
                 history.append((k, min_probe.capacity))
                 previous = min_probe.capacity
                 lo_start, hi_start = search.bracket
+                # the step at that memory as `pardnn partition` would place it (the probes leave out the
+                # memory-aware refinement, which only shortens a plan that fits)
+                with progress.stage(f"K={k}: placing at {format_bytes(min_probe.capacity)} per device"):
+                    _, s = partition(g, ck.with_memory(min_probe.capacity), require_feasible=False,
+                                     search_capacity=False, options=fit_options)
+                placements += 1
+                if s.feasible and float(s.makespan_us) < min_probe.step_us:
+                    min_probe = Probe(min_probe.capacity, True, float(s.makespan_us), _peak(s))
             else:
                 note = note or f"no fit found up to {MAX_SCALE}x the lower bound"
         rows.append(PlanRow(k, True, fits, step, single_step / step if step else None, peak,

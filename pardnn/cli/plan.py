@@ -76,7 +76,7 @@ def plan_table(plan: DevicePlan) -> str:
             if found else ""))
     if plan.settings.search:
         lines.append(f"smallest memory: bisection to {100 * plan.settings.rel_tol:g}% with --effort {SEARCH_EFFORT} "
-                     f"placements (step there is theirs); another --effort may need a little more or less")
+                     f"probes; step there: a --effort {plan.settings.effort} placement at that memory")
     lines.append(f"took {plan.seconds:.1f} s ({plan.placements} placements)")
     return "\n".join(lines)
 
