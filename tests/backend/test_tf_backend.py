@@ -656,4 +656,9 @@ def test_calibrate_a_pinned_local_cluster_measures_its_grpc_links(tmp_path):
     c = load_cluster(out)
     assert c.names == ("/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0")
     # gRPC between two processes copies every byte: a real, finite bandwidth and a step that costs time
-    assert 1.0 < c.bandwidth[0, 1] < 1e6 and report["links"][0][1]["times_us"][-1] > 0
+    fit = report["links"][0][1]
+    assert 1.0 < fit["bandwidth_bytes_per_us"] < 1e6 and fit["times_us"][-1] > 0
+    # the tasks' cores do that work: half the fitted time on each end, over a free link (pardnn.calibration)
+    assert c.has_transfer_cpu and c.latency[0, 1] == 0.0
+    assert c.transfer_cpu[0, 1] == pytest.approx(fit["latency_us"] / 2)
+    assert c.transfer_cpu_bandwidth[0, 1] == pytest.approx(2 * fit["bandwidth_bytes_per_us"])
