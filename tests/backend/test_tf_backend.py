@@ -469,6 +469,24 @@ def cnn_savedmodel(tmp_path_factory):
     return tf_models.save_keras_train_savedmodel(tf, keras, tf_models.cnn, tmp_path_factory.mktemp("sm") / "cnn")
 
 
+@pytest.mark.parametrize("method", ["pardnn", "m-topo"])
+def test_an_lstm_placement_keeps_its_loops_whole_and_runs_ok(tmp_path_factory, tmp_path, method):
+    """Each while loop is one colocation group (docs/tensorflow.md): split, TensorFlow moved 32 (pardnn) and
+    38 (m-topo) of the tiny LSTM's loop ops to another device than placed, and the run was not ok."""
+    sm = tf_models.save_keras_train_savedmodel(tf, keras, tf_models.lstm, tmp_path_factory.mktemp("sm") / "lstm")
+    placement = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["-q", "partition", str(sm), "-k", "2", "--method", method, "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    assert len(set(json.loads(placement.read_text())["assignment"].values())) == 2      # both devices used
+    cmd = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "run", str(sm), str(placement),
+           "--steps", "2", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["ok"] and report["ops_moved"] == 0
+    assert report["outputs_match"] and report["variables_match"]
+
+
 def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_savedmodel, tmp_path):
     runner = CliRunner()
     placement = tmp_path / "p.json"
