@@ -155,7 +155,7 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
                 if spec.startswith("loc:@") and spec[5:] in index:
                     uf.union(index[spec[5:]], i)
     if frames is not None:
-        _join_loops(uf, names, node_defs, index, frames)
+        _join_loops(uf, names, node_defs, frames)
     _join_constants(uf, names, node_defs, index)
     roots = [uf.find(i) for i in range(len(names))]
     members: dict[int, list[int]] = {}
@@ -176,8 +176,7 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
     return Colocation(group=tuple(group_name.get(r) for r in roots), host=tuple(host))
 
 
-def _join_loops(uf: _UnionFind, names: Sequence[str], node_defs: dict, index: dict[str, int],
-                frames: Mapping[str, str]) -> None:
+def _join_loops(uf: _UnionFind, names: Sequence[str], node_defs: dict, frames: Mapping[str, str]) -> None:
     """Join every op of a loop frame, nested frames included, into its outermost frame's set."""
     first: dict[str, int] = {}
     for i, name in enumerate(names):
