@@ -8,7 +8,13 @@ of several sizes on each link; this module turns those timings into the machine 
 * a link's **latency and bandwidth** are the non-negative least-squares fit of
   ``time = overhead + count * (latency + bytes / bandwidth)`` to steps that each move ``count`` tensors of
   ``bytes`` (`fit_link`). A fitted slope of 0 means the sizes tried moved faster than the timer could tell
-  (logical CPU devices in one process pass tensors by reference): the bandwidth is then `FAST_BANDWIDTH`.
+  (logical CPU devices in one process pass tensors by reference): the bandwidth is then `FAST_BANDWIDTH`;
+* a link between **CPU devices of two different tasks** has no copy engine: gRPC serialises, copies and
+  deserialises each tensor on the two tasks' cores, the cores that run the ops. Its fitted time, measured
+  with both tasks idle, is that CPU work, so the link is written as a transfer that runs half of it on each
+  end (``transfer_cpu_us`` = latency / 2, ``transfer_cpu_bytes_per_us`` = 2 x bandwidth) over a link that
+  itself costs nothing (latency 0, `FAST_BANDWIDTH`): an idle transfer is predicted as measured, and a busy
+  core delays it (docs/machine-model.md, "Transfers that run on the devices") (`on_cpu_link`).
 
 >>> f = fit_link([0, 1000, 2000], [30.0, 40.0, 50.0])
 >>> round(f.latency_us, 6), round(f.bandwidth_bytes_per_us, 6), f.max_residual_us < 1e-9
@@ -115,20 +121,60 @@ def speeds(times_us: Sequence[float]) -> list[float]:
     return [t[0] / x for x in t]
 
 
+def _task(name: str) -> str | None:
+    """The ``/job:../replica:../task:..`` part of a full TensorFlow device name (None for a local name)."""
+    parts = [p for p in name.split("/") if p.startswith(("job:", "replica:", "task:"))]
+    return "/".join(parts) if any(p.startswith("task:") for p in parts) else None
+
+
+def on_cpu_link(a: str, b: str) -> bool:
+    """Whether a transfer between devices ``a`` and ``b`` (TensorFlow names) runs on their cores: both are
+    CPUs, of two different tasks (gRPC between processes).
+
+    >>> on_cpu_link("/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:1/device:CPU:0")
+    True
+    >>> on_cpu_link("/device:CPU:0", "/device:CPU:1")
+    False
+    >>> on_cpu_link("/job:w/task:0/device:GPU:0", "/job:w/task:1/device:GPU:0")
+    False
+    """
+    cpu = all("CPU:" in n.upper().rpartition("/")[2] for n in (a, b))
+    ta, tb = _task(a), _task(b)
+    return cpu and ta is not None and tb is not None and ta != tb
+
+
+def link_of(fit: LinkFit, cpu: bool) -> Link:
+    """The modelled link of a fit: as fitted, or on a CPU link (`on_cpu_link`) half the fitted time on each end
+    over a free link.
+
+    >>> link = link_of(fit_link([0, 1000], [30.0, 40.0]), True)
+    >>> link.latency_us, link.bandwidth_bytes_per_us
+    (0.0, 1000000000.0)
+    >>> round(link.transfer_cpu_us, 6), round(link.transfer_cpu_bytes_per_us, 6)
+    (15.0, 200.0)
+    """
+    if not cpu:
+        return Link(fit.latency_us, fit.bandwidth_bytes_per_us)
+    per_byte = 2.0 * fit.bandwidth_bytes_per_us if fit.slope_positive else None
+    return Link(0.0, FAST_BANDWIDTH, fit.latency_us / 2.0, per_byte)
+
+
 def calibrated_cluster(names: Sequence[str], device_times_us: Sequence[float],
                        links: Sequence[Sequence[LinkFit | None]], memory_bytes: Sequence[int | None] | None = None
                        ) -> Cluster:
-    """The cluster: measured speeds, a link per fitted ordered pair, and the links' median latency and bandwidth
-    as the cluster-wide values (used where a pair has no fit)."""
+    """The cluster: measured speeds, a link per fitted ordered pair (`link_of`), and the links' medians as the
+    cluster-wide values (used where a pair has no fit)."""
     K = len(names)
     mem = list(memory_bytes) if memory_bytes is not None else [None] * K
     devs = tuple(Device(n, m, s) for n, m, s in zip(names, mem, speeds(device_times_us)))
-    fits = [f for row in links for f in row if f is not None]
-    if not fits:
-        return Cluster(devs)
-    lat = float(np.median([f.latency_us for f in fits]))
-    bw = float(np.median([f.bandwidth_bytes_per_us for f in fits]))
     matrix = tuple(tuple(None if (a == b or links[a][b] is None) else
-                         Link(links[a][b].latency_us, links[a][b].bandwidth_bytes_per_us)
+                         link_of(links[a][b], on_cpu_link(names[a], names[b]))
                          for b in range(K)) for a in range(K))
-    return Cluster(devs, lat, bw, matrix)
+    made = [link for row in matrix for link in row if link is not None]
+    if not made:
+        return Cluster(devs)
+    lat = float(np.median([x.latency_us for x in made]))
+    bw = float(np.median([x.bandwidth_bytes_per_us for x in made]))
+    cpu = float(np.median([x.transfer_cpu_us or 0.0 for x in made]))
+    per_byte = [x.transfer_cpu_bytes_per_us for x in made if x.transfer_cpu_bytes_per_us is not None]
+    return Cluster(devs, lat, bw, matrix, cpu, float(np.median(per_byte)) if per_byte else None)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,18 +40,30 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
+    """One directed link's costs; a None endpoint field takes the cluster's value."""
+
     latency_us: float
     bandwidth_bytes_per_us: float
+    transfer_cpu_us: float | None = None
+    transfer_cpu_bytes_per_us: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class Cluster:
-    """Devices ``0..K-1`` fully connected by links (SPEC §1, §3)."""
+    """Devices ``0..K-1`` fully connected by links (SPEC §1, §3).
+
+    ``transfer_cpu_us`` and ``transfer_cpu_bytes_per_us`` (an extension of SPEC §1, off by default) say
+    that a link has no copy engine: each transfer also runs on the sending device before it takes the link
+    and on the receiving device after, ``transfer_cpu_us + bytes / transfer_cpu_bytes_per_us`` on each
+    (None: no per-byte part), one op at a time like any op there (docs/machine-model.md).
+    """
 
     devices: tuple[Device, ...]
     latency_us: float = DEFAULT_LATENCY_US
     bandwidth_bytes_per_us: float = DEFAULT_BANDWIDTH
     links: tuple[tuple[Link | None, ...], ...] | None = None
+    transfer_cpu_us: float = 0.0
+    transfer_cpu_bytes_per_us: float | None = None
 
     def __post_init__(self):
         if not self.devices:
@@ -59,6 +72,10 @@ class Cluster:
             raise ClusterError(f"latency_us must be a non-negative number, got {self.latency_us}")
         if not (self.bandwidth_bytes_per_us > 0):
             raise ClusterError(f"bandwidth_bytes_per_us must be positive, got {self.bandwidth_bytes_per_us}")
+        if not (self.transfer_cpu_us >= 0 and math.isfinite(self.transfer_cpu_us)):
+            raise ClusterError(f"transfer_cpu_us must be a non-negative number, got {self.transfer_cpu_us}")
+        if self.transfer_cpu_bytes_per_us is not None and not (self.transfer_cpu_bytes_per_us > 0):
+            raise ClusterError(f"transfer_cpu_bytes_per_us must be positive, got {self.transfer_cpu_bytes_per_us}")
         names = [d.name for d in self.devices]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -90,11 +107,11 @@ class Cluster:
         else:
             mem = [None if m is None else int(m) for m in memory_bytes]
         devs = tuple(Device(d.name, m, d.speed) for d, m in zip(self.devices, mem))
-        return Cluster(devs, self.latency_us, self.bandwidth_bytes_per_us, self.links)
+        return dataclasses.replace(self, devices=devs)
 
     def renamed(self, names: Sequence[str]) -> "Cluster":
         devs = tuple(Device(n, d.memory_bytes, d.speed) for d, n in zip(self.devices, names))
-        return Cluster(devs, self.latency_us, self.bandwidth_bytes_per_us, self.links)
+        return dataclasses.replace(self, devices=devs)
 
     # ---- derived arrays --------------------------------------------------------
     @property
@@ -114,16 +131,19 @@ class Cluster:
     def speed(self) -> np.ndarray:
         return np.array([d.speed for d in self.devices], dtype=np.float64)
 
-    def _link_matrix(self, field: str, diagonal: float) -> np.ndarray:
-        """K x K matrix of a link property (``field`` of `Link`): the link's own where `links` has one,
-        the cluster's default (its own ``field``) elsewhere, ``diagonal`` on the diagonal."""
+    def _link_matrix(self, field: str, diagonal: float, none: float = math.nan) -> np.ndarray:
+        """K x K matrix of a link property (``field`` of `Link`): the link's own where `links` has one
+        (and it is not None), the cluster's default (its own ``field``) elsewhere, ``diagonal`` on the
+        diagonal; ``none`` where the value is None."""
         K = self.num_devices
-        m = np.full((K, K), float(getattr(self, field)))
+        default = getattr(self, field)
+        m = np.full((K, K), none if default is None else float(default))
         if self.links is not None:
             for a in range(K):
                 for c in range(K):
-                    if self.links[a][c] is not None:
-                        m[a, c] = getattr(self.links[a][c], field)
+                    link = self.links[a][c]
+                    if link is not None and getattr(link, field) is not None:
+                        m[a, c] = getattr(link, field)
         np.fill_diagonal(m, diagonal)
         return m
 
@@ -137,6 +157,39 @@ class Cluster:
         """K x K bandwidth matrix in bytes per microsecond (diagonal inf)."""
         return self._link_matrix("bandwidth_bytes_per_us", np.inf)
 
+    @cached_property
+    def transfer_cpu(self) -> np.ndarray:
+        """K x K: microseconds each transfer of a link runs on each of its two devices (diagonal 0)."""
+        return self._link_matrix("transfer_cpu_us", 0.0)
+
+    @cached_property
+    def transfer_cpu_bandwidth(self) -> np.ndarray:
+        """K x K: bytes per microsecond of a transfer's per-byte part on each device (inf: none)."""
+        return self._link_matrix("transfer_cpu_bytes_per_us", np.inf, np.inf)
+
+    @cached_property
+    def has_transfer_cpu(self) -> bool:
+        """Whether any link's transfers run on its devices (else the model is SPEC §1's exactly)."""
+        return bool((self.transfer_cpu > 0).any() or np.isfinite(self.transfer_cpu_bandwidth).any())
+
+    @cached_property
+    def path_latency(self) -> np.ndarray:
+        """K x K: a transfer's fixed cost end to end, its CPU at both ends included (`latency` without)."""
+        if not self.has_transfer_cpu:
+            return self.latency
+        return self.latency + 2.0 * self.transfer_cpu
+
+    @cached_property
+    def path_bandwidth(self) -> np.ndarray:
+        """K x K: the bandwidth a transfer gets end to end, its CPU at both ends included (`bandwidth` without)."""
+        if not self.has_transfer_cpu:
+            return self.bandwidth
+        with np.errstate(divide="ignore"):
+            inv = 1.0 / self.bandwidth + 2.0 / self.transfer_cpu_bandwidth
+            out = np.where(inv > 0, 1.0 / np.where(inv > 0, inv, 1.0), np.inf)
+        np.fill_diagonal(out, np.inf)
+        return out
+
     def transfer_time_us(self, a: int, c: int, nbytes: float) -> float:
         """Time to send ``nbytes`` from device ``a`` to ``c`` (0 on the same device)."""
         if a == c:
@@ -145,16 +198,17 @@ class Cluster:
 
     @cached_property
     def mean_latency(self) -> float:
+        """Average end-to-end latency over distinct pairs (`path_latency`: endpoint CPU included)."""
         K = self.num_devices
-        return float(self.latency.sum() / (K * (K - 1))) if K > 1 else 0.0
+        return float(self.path_latency.sum() / (K * (K - 1))) if K > 1 else 0.0
 
     @cached_property
     def mean_inv_bandwidth(self) -> float:
-        """Average seconds-per-byte over distinct pairs (for device-agnostic cost estimates)."""
+        """Average seconds-per-byte over distinct pairs, end to end (for device-agnostic cost estimates)."""
         K = self.num_devices
         if K < 2:
             return 0.0
-        inv = 1.0 / self.bandwidth
+        inv = 1.0 / self.path_bandwidth
         np.fill_diagonal(inv, 0.0)
         return float(inv.sum() / (K * (K - 1)))
 
@@ -168,10 +222,20 @@ class Cluster:
             "links": None,
         }
         if self.links is not None:
-            out["links"] = [[None if l is None else {"latency_us": l.latency_us,
-                                                     "bandwidth_bytes_per_us": l.bandwidth_bytes_per_us}
-                             for l in row] for row in self.links]
+            out["links"] = [[None if l is None else _link_dict(l) for l in row] for row in self.links]
+        if self.transfer_cpu_us or self.transfer_cpu_bytes_per_us is not None:
+            out["transfer_cpu_us"] = self.transfer_cpu_us
+            out["transfer_cpu_bytes_per_us"] = self.transfer_cpu_bytes_per_us
         return out
+
+
+def _link_dict(link: Link) -> dict[str, Any]:
+    out: dict[str, Any] = {"latency_us": link.latency_us, "bandwidth_bytes_per_us": link.bandwidth_bytes_per_us}
+    if link.transfer_cpu_us is not None:
+        out["transfer_cpu_us"] = link.transfer_cpu_us
+    if link.transfer_cpu_bytes_per_us is not None:
+        out["transfer_cpu_bytes_per_us"] = link.transfer_cpu_bytes_per_us
+    return out
 
 
 def _num(value: Any, what: str, where: str, *, positive: bool = False) -> float:
@@ -180,6 +244,19 @@ def _num(value: Any, what: str, where: str, *, positive: bool = False) -> float:
     if value < 0 or (positive and value == 0):
         raise ClusterError(f"{where}: {what} must be {'positive' if positive else 'non-negative'}, got {value!r}")
     return float(value)
+
+
+def _opt_num(value: Any, what: str, where: str) -> float | None:
+    """A positive number, or None for null (absent)."""
+    return None if value is None else _num(value, what, where, positive=True)
+
+
+def _link_from_dict(cell: dict, lat: float, bw: float, where: str) -> Link:
+    cpu = cell.get("transfer_cpu_us")
+    return Link(_num(cell.get("latency_us", lat), "latency_us", where),
+                _num(cell.get("bandwidth_bytes_per_us", bw), "bandwidth_bytes_per_us", where, positive=True),
+                None if cpu is None else _num(cpu, "transfer_cpu_us", where),
+                _opt_num(cell.get("transfer_cpu_bytes_per_us"), "transfer_cpu_bytes_per_us", where))
 
 
 def cluster_from_dict(d: Any, *, source: str | None = None) -> Cluster:
@@ -206,25 +283,24 @@ def cluster_from_dict(d: Any, *, source: str | None = None) -> Cluster:
         devices.append(Device(name, mem_v, speed))
     lat = _num(d.get("latency_us", DEFAULT_LATENCY_US), "latency_us", where)
     bw = _num(d.get("bandwidth_bytes_per_us", DEFAULT_BANDWIDTH), "bandwidth_bytes_per_us", where, positive=True)
+    cpu = _num(d.get("transfer_cpu_us", 0.0), "transfer_cpu_us", where)
+    cpu_bw = _opt_num(d.get("transfer_cpu_bytes_per_us"), "transfer_cpu_bytes_per_us", where)
     links = None
     if d.get("links") is not None:
         K = len(devices)
         rows = d["links"]
         if not isinstance(rows, list) or len(rows) != K or any(not isinstance(r, list) or len(r) != K for r in rows):
             raise ClusterError(f"{where}: links must be a {K}x{K} matrix")
-        links = tuple(
-            tuple(None if (a == c or cell is None) else Link(
-                _num(cell.get("latency_us", lat), "latency_us", f"{where}: links[{a}][{c}]"),
-                _num(cell.get("bandwidth_bytes_per_us", bw), "bandwidth_bytes_per_us",
-                     f"{where}: links[{a}][{c}]", positive=True))
-                  for c, cell in enumerate(row))
-            for a, row in enumerate(rows))
         for a, row in enumerate(rows):
             for c, cell in enumerate(row):
                 if cell is not None and not isinstance(cell, dict):
                     raise ClusterError(f"{where}: links[{a}][{c}] must be an object or null")
+        links = tuple(
+            tuple(None if (a == c or cell is None) else _link_from_dict(cell, lat, bw, f"{where}: links[{a}][{c}]")
+                  for c, cell in enumerate(row))
+            for a, row in enumerate(rows))
     try:
-        return Cluster(tuple(devices), lat, bw, links)
+        return Cluster(tuple(devices), lat, bw, links, cpu, cpu_bw)
     except ClusterError as exc:
         raise ClusterError(f"{where}: {exc}") from None
 

@@ -74,8 +74,9 @@ def test_bad_timings_are_refused(sizes, times, counts, msg):
 def test_the_calibrated_cluster_has_measured_speeds_links_and_median_defaults():
     fits = [[None, fit_link(*timings(20.0, 1000.0))], [fit_link(*timings(40.0, 3000.0)), None]]
     assert speeds([10.0, 5.0]) == [1.0, 2.0]
-    c = calibrated_cluster(["/job:w/task:0/device:CPU:0", "/job:w/task:1/device:CPU:0"], [10.0, 5.0], fits,
+    c = calibrated_cluster(["/job:w/task:0/device:GPU:0", "/job:w/task:1/device:GPU:0"], [10.0, 5.0], fits,
                            [None, 1 << 30])
+    assert not c.has_transfer_cpu                                 # GPUs' links are as fitted
     assert [d.speed for d in c.devices] == [1.0, 2.0] and c.devices[1].memory_bytes == 1 << 30
     assert c.latency[0, 1] == pytest.approx(fits[0][1].latency_us, rel=1e-9)
     assert c.bandwidth[1, 0] == pytest.approx(3000.0, rel=1e-6)
@@ -84,3 +85,26 @@ def test_the_calibrated_cluster_has_measured_speeds_links_and_median_defaults():
     assert again.to_dict() == c.to_dict()
     with pytest.raises(ValueError, match="positive"):
         speeds([1.0, 0.0])
+
+
+def test_cpu_tasks_links_run_half_their_fitted_time_on_each_end():
+    """Two CPU tasks: gRPC's time is the cores' work; an idle transfer is still predicted as measured."""
+    fits = [[None, fit_link(*timings(20.0, 1000.0))], [fit_link(*timings(40.0, 3000.0)), None]]
+    names = ["/job:w/replica:0/task:0/device:CPU:0", "/job:w/replica:0/task:1/device:CPU:0"]
+    c = calibrated_cluster(names, [10.0, 10.0], fits)
+    assert c.has_transfer_cpu and c.latency[0, 1] == 0.0 and c.bandwidth[0, 1] == FAST_BANDWIDTH
+    assert c.transfer_cpu[0, 1] == pytest.approx(fits[0][1].latency_us / 2)
+    assert c.transfer_cpu_bandwidth[1, 0] == pytest.approx(2 * 3000.0, rel=1e-6)
+    # one idle transfer of 1 MB from task 0 to task 1: send + link + receive = the fitted time
+    from pardnn.ir import GraphBuilder
+    from pardnn.machine import simulate
+    b = GraphBuilder("t")
+    b.add_node("a", time_us=0.0, output_bytes=1_000_000)
+    b.add_node("b", time_us=0.0)
+    b.add_edge("a", "b")
+    s = simulate(b.build(), c, [0, 1])
+    assert s.makespan_us == pytest.approx(fits[0][1].latency_us + 1_000_000 / 1000.0, rel=1e-5)
+    assert cluster_from_dict(c.to_dict()).to_dict() == c.to_dict()
+    # CPUs of one process (logical devices) pass tensors by reference: as fitted
+    local = calibrated_cluster(["/device:CPU:0", "/device:CPU:1"], [10.0, 10.0], fits)
+    assert not local.has_transfer_cpu and local.latency[0, 1] == pytest.approx(fits[0][1].latency_us)

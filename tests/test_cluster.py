@@ -55,3 +55,35 @@ def test_bad_clusters(patch, message):
     d.update(patch)
     with pytest.raises(ClusterError, match=message):
         cluster_from_dict(d, source="c.json")
+
+
+def test_transfer_cpu_round_trips_and_stays_out_of_files_that_do_not_set_it(tmp_path):
+    d = dict(SPEC_EXAMPLE, transfer_cpu_us=40.0, transfer_cpu_bytes_per_us=600.0)
+    d["links"] = [[None, {"latency_us": 0.0, "transfer_cpu_us": 67.0}],
+                  [{"latency_us": 5.0, "transfer_cpu_bytes_per_us": 1000.0}, None]]
+    c = cluster_from_dict(d)
+    assert c.transfer_cpu.tolist() == [[0, 67.0], [40.0, 0]]
+    assert c.transfer_cpu_bandwidth[0, 1] == 600.0 and c.transfer_cpu_bandwidth[1, 0] == 1000.0
+    c2 = load_cluster(save_cluster(c, tmp_path / "c.json"))
+    assert c2.to_dict() == c.to_dict() and np.array_equal(c2.transfer_cpu, c.transfer_cpu)
+    assert np.array_equal(c2.transfer_cpu_bandwidth, c.transfer_cpu_bandwidth)
+    assert c.with_memory(10).transfer_cpu_us == 40.0 and c.renamed(["x", "y"]).links == c.links
+    # a file without the fields writes none of them back, and its model is SPEC §1's
+    plain = cluster_from_dict(SPEC_EXAMPLE)
+    assert plain.to_dict() == SPEC_EXAMPLE and not plain.has_transfer_cpu
+    assert "transfer_cpu_us" not in json.dumps(save_cluster(plain, tmp_path / "p.json").read_text())
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"transfer_cpu_us": -1}, "transfer_cpu_us must be non-negative"),
+    ({"transfer_cpu_us": "fast"}, "transfer_cpu_us must be a number"),
+    ({"transfer_cpu_bytes_per_us": 0}, "transfer_cpu_bytes_per_us must be positive"),
+    ({"links": [[None, {"transfer_cpu_us": -3}], [None, None]]}, r"links\[0\]\[1\]: transfer_cpu_us"),
+    ({"links": [[None, None], [{"transfer_cpu_bytes_per_us": -1}, None]]},
+     r"links\[1\]\[0\]: transfer_cpu_bytes_per_us must be positive"),
+])
+def test_bad_transfer_cpu(patch, message):
+    d = dict(SPEC_EXAMPLE)
+    d.update(patch)
+    with pytest.raises(ClusterError, match=message):
+        cluster_from_dict(d, source="c.json")

@@ -160,7 +160,8 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
                 sizes.append(_static_bytes(t, batch_size, where, n, nd.op, port))
         tensor_bytes[n] = sizes
 
-    coloc = colocation(graph, names, node_defs, extra_edges=back_edges)
+    frame = loops.frames([op.name for op in graph.get_operations()], node_defs, BACK_EDGE_SOURCES)
+    coloc = colocation(graph, names, node_defs, extra_edges=back_edges, frames=frame)
     b = GraphBuilder(name or model.name, source=where)
     allocated: dict[str, list[int]] = {}
     unprofiled = 0

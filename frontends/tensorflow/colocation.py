@@ -15,6 +15,23 @@ graph order, or its first op when it has none. A ``ResourceApplyAdam``
 one group; Keras 3 optimizers update each slot with its own ops, so there a
 variable and its slots are separate groups, as TensorFlow allows.
 
+**Constants stay with their readers.** TensorFlow evaluates a ``Const``
+every step, so a constant placed away from its reader crosses between
+devices every step (a tower's weights, 4 MiB each, sent over gRPC each
+step), while it costs nothing to run where it is read. A ``Const`` (or
+``HostConst``) whose data consumers are one op joins that op's group; one
+whose consumers already share a group (after the rules above) joins that
+group; one read by ops of different groups, or by ungrouped ops, stays
+free and the partitioner places it like any op.
+
+**A while loop is one group.** Every op of a loop frame (its ``Enter``,
+``Merge``, ``Switch``, ``NextIteration``, ``LoopCond``, ``Exit`` and the
+body between them, `loops.frames`) shares a device: split across devices,
+a loop synchronises them every iteration, and TensorFlow re-places some
+of its control-flow ops anyway. Nested frames join their outermost
+frame's group. A gradient loop is a frame of its own (TensorFlow names it
+``..._grad``), so a loop and its gradient may go to different devices.
+
 **Host ops.** pardnn's devices are a cluster's accelerators; the host CPU is
 not one of them. Some ops can only run on the host: savers and restorers,
 dataset and iterator ops, Python callbacks, printing and summaries, and ops
@@ -32,9 +49,11 @@ group that holds a host op is pinned whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ._tf import tf
+from .loops import SEP
+from .model import parse_input
 
 HOST_DEVICE = 0
 """The device index host-only ops are pinned to (see the module docstring)."""
@@ -51,6 +70,9 @@ _STRING_OK = frozenset({"Const", "HostConst", "Identity", "IdentityN", "Placehol
                         "NoOp"})
 _EXEMPT_CONSUMERS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable", "_VarHandlesOp"})
+CONSTANT_OPS = frozenset({"Const", "HostConst"})
+"""Sources TensorFlow evaluates every step at no cost: they join their readers (module docstring)."""
+_EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def is_host_only(op: "tf.Operation") -> bool:
@@ -101,12 +123,14 @@ class _UnionFind:
 
 
 def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
-               extra_edges: Sequence[tuple[str, str]] = ()) -> Colocation:
+               extra_edges: Sequence[tuple[str, str]] = (), frames: Mapping[str, str] | None = None) -> Colocation:
     """Colocation groups and host-only ops of the nodes ``names`` (graph order).
 
     ``node_defs`` maps names to NodeDefs (for ``_class`` and requested devices).
     ``extra_edges`` are data edges ``graph`` lacks (loop back edges left out
     for shape inference); a handle or reference crossing one joins its ends.
+    ``frames`` maps each node to its loop frame path (`loops.frames`; ``""``
+    outside loops): a loop's ops join one group.
     """
     index = {n: i for i, n in enumerate(names)}
     uf = _UnionFind(len(names))
@@ -130,6 +154,9 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
                 spec = spec.decode()
                 if spec.startswith("loc:@") and spec[5:] in index:
                     uf.union(index[spec[5:]], i)
+    if frames is not None:
+        _join_loops(uf, names, node_defs, frames)
+    _join_constants(uf, names, node_defs, index)
     roots = [uf.find(i) for i in range(len(names))]
     members: dict[int, list[int]] = {}
     for i, r in enumerate(roots):
@@ -147,3 +174,42 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
     host_roots = {roots[i] for i, h in enumerate(host) if h and roots[i] in group_name}
     host = [h or (roots[i] in host_roots) for i, h in enumerate(host)]
     return Colocation(group=tuple(group_name.get(r) for r in roots), host=tuple(host))
+
+
+def _join_loops(uf: _UnionFind, names: Sequence[str], node_defs: dict, frames: Mapping[str, str]) -> None:
+    """Join every op of a loop frame, nested frames included, into its outermost frame's set."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        path = frames.get(name, "")
+        if node_defs[name].op in _EXIT_OPS:     # `loops.frames` puts an Exit outside; it belongs to its loop
+            src = next((parse_input(r)[0] for r in node_defs[name].input if not parse_input(r)[2]), None)
+            path = frames.get(src, "") if src is not None else path
+        if not path:
+            continue
+        outer = path.split(SEP)[0]
+        if outer in first:
+            uf.union(first[outer], i)
+        else:
+            first[outer] = i
+
+
+def _join_constants(uf: _UnionFind, names: Sequence[str], node_defs: dict, index: dict[str, int]) -> None:
+    """Join each constant to its readers when they are one op or already share one set."""
+    readers: dict[int, set[int]] = {}
+    for i, name in enumerate(names):
+        for ref in node_defs[name].input:
+            src, _, control = parse_input(ref)
+            j = index.get(src)
+            if not control and j is not None and node_defs[src].op in CONSTANT_OPS:
+                readers.setdefault(j, set()).add(i)
+    size: dict[int, int] = {}
+    for i in range(len(names)):
+        r = uf.find(i)
+        size[r] = size.get(r, 0) + 1
+    joins = []
+    for j, rs in readers.items():
+        roots = {uf.find(r) for r in rs}
+        if len(rs) == 1 or (len(roots) == 1 and size[next(iter(roots))] > 1):
+            joins.append((j, min(rs)))
+    for j, r in joins:
+        uf.union(j, r)

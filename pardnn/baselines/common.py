@@ -85,7 +85,7 @@ class LinkCosts:
     def __init__(self, g: OpGraph, cluster: Cluster):
         K = cluster.num_devices
         self.K = K
-        lat, bw = cluster.latency, cluster.bandwidth
+        lat, bw = cluster.path_latency, cluster.path_bandwidth
         inv = np.where(np.isfinite(bw), 1.0 / bw, 0.0)
         off = ~np.eye(K, dtype=bool)
         self.uniform = K < 2 or (np.ptp(lat[off]) == 0 and np.ptp(inv[off]) == 0)

@@ -137,6 +137,16 @@ def _table(cal) -> str:
             lines.append(f"{a} -> {b}  {format_time(f.latency_us):>14}  {_rate(f.bandwidth_bytes_per_us):<22} "
                          f"{format_time(f.overhead_us):>13}  {format_time(f.max_residual_us):>12} "
                          f"({100 * f.relative_residual:.0f}% of the largest time)")
-        lines.append(f"cluster-wide (medians): latency {format_time(c.latency_us)}, bandwidth "
-                     f"{_rate(c.bandwidth_bytes_per_us)}")
+        cpu = [(a, b) for a, b, _ in pairs if c.links and c.links[a][b] and c.links[a][b].transfer_cpu_us is not None]
+        if cpu:
+            lines.append("links between CPU tasks run on their cores: each end of a transfer takes half the fitted "
+                         "time, over a free link")
+            for a, b in cpu:
+                link = c.links[a][b]
+                per_byte = (f" + bytes at {_rate(link.transfer_cpu_bytes_per_us)}"
+                            if link.transfer_cpu_bytes_per_us else "")
+                lines.append(f"{a} -> {b}  {format_time(link.transfer_cpu_us)}{per_byte} on each end")
+        else:
+            lines.append(f"cluster-wide (medians): latency {format_time(c.latency_us)}, bandwidth "
+                         f"{_rate(c.bandwidth_bytes_per_us)}")
     return "\n".join(lines)

@@ -223,8 +223,17 @@ def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag,
 
 @njit
 def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
-                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, own_bytes, fwd, efwd, want_mem):
-    """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, peak, peak_t)."""
+                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, own_bytes, fwd, efwd, want_mem, ecpu, ecbw, endpoint):
+    """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, tr_arrive,
+    tr_send_start, tr_recv_start, peak, peak_t).
+
+    With ``endpoint``, each transfer of link (a, c) first runs ``ecpu[a, c] + bytes / ecbw[a, c]`` on device
+    a (a *send*, queued there like an op, keyed after the ops ready at the same instant, sends in SPEC §1.1
+    rule 9's order), then takes the link, then runs as long on device c (a *receive*, keyed after the
+    sends); its consumers there are ready when the receive finishes (``tr_arrive``). Sends and receives
+    are numbered ``V + t`` and ``V + TMAX + t`` in the ready queues and the event heap. Without it, the
+    kernel is SPEC §1's exactly (``tr_arrive`` = ``tr_finish``, the send and receive starts -1).
+    """
     V = dev.shape[0]
     P = port_bytes.shape[0]
     ED = d_dst.shape[0]
@@ -233,14 +242,10 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     finish = np.zeros(V)
     ready = np.zeros(V)
     pending = indeg.copy()
-    # ready queues partitioned by device
+    # ready queues partitioned by device (ops, and with ``endpoint`` the sends and receives there)
     roff = np.zeros(K + 1, dtype=np.int64)
     for v in range(V):
         roff[dev[v] + 1] += 1
-    for d in range(K):
-        roff[d + 1] += roff[d]
-    rq_t, rq_k, rq_i = _h3_new(max(V, 1))
-    rq_n = np.zeros(K, dtype=np.int64)
     # transfers: at most one per (port, device) with a cross edge: bounded by the data edges
     TMAX = max(ED, 1)
     tr_pid = np.zeros(TMAX, dtype=np.int64)
@@ -248,6 +253,9 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     tr_bytes = np.zeros(TMAX, dtype=np.int64)
     tr_start = np.zeros(TMAX)
     tr_finish = np.zeros(TMAX)
+    tr_arrive = np.zeros(TMAX)
+    tr_sstart = np.full(TMAX, -1.0)
+    tr_rstart = np.full(TMAX, -1.0)
     rec_rem = np.zeros(TMAX, dtype=np.int64)
     edge_tid = np.full(max(ED, 1), -1, dtype=np.int64)
     nt = 0
@@ -261,6 +269,15 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             if c != a and tmark[c] != p:
                 tmark[c] = p
                 lcount[a * K + c + 1] += 1
+    if endpoint:
+        for a in range(K):
+            for c in range(K):
+                roff[a + 1] += lcount[a * K + c + 1]
+                roff[c + 1] += lcount[a * K + c + 1]
+    for d in range(K):
+        roff[d + 1] += roff[d]
+    rq_t, rq_k, rq_i = _h3_new(max(roff[K], 1))
+    rq_n = np.zeros(K, dtype=np.int64)
     for link in range(L):
         lcount[link + 1] += lcount[link]
     tmark[:] = -1
@@ -268,7 +285,9 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     lq_n = np.zeros(L, dtype=np.int64)
     pool_t, pool_k, pool_i = _h3_new(max(lcount[L], 1))
     # events
-    et, ek, ei = _h3_new(V + TMAX + c_dst.shape[0] + 1)
+    et, ek, ei = _h3_new(V + TMAX * (3 if endpoint else 1) + c_dst.shape[0] + 1)
+    skey = V                # ready-queue keys of sends: after every op, by (port x K + destination)
+    rkey = V + P * K        # of receives: after every send, by transfer
     en = 0
     busy = np.zeros(K, dtype=np.bool_)
     lbusy = np.zeros(L, dtype=np.bool_)
@@ -303,6 +322,16 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 v = rq_i[roff[d]]
                 rq_n[d] = _h3_pop(rq_t, rq_k, rq_i, roff[d], rq_n[d])
                 busy[d] = True
+                if v >= V:      # a send or a receive (``endpoint``)
+                    t = (v - V) % TMAX
+                    a = dev[port_owner[tr_pid[t]]]
+                    c = tr_dst[t]
+                    if v < V + TMAX:
+                        tr_sstart[t] = now
+                    else:
+                        tr_rstart[t] = now
+                    en = _h3_push(et, ek, ei, 0, en, now + ecpu[a, c] + tr_bytes[t] / ecbw[a, c], 0, v)
+                    continue
                 start[v] = now
                 f = now + time_us[v] / speed[d]
                 finish[v] = f
@@ -325,6 +354,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 c = link % K
                 f = now + lat[a, c] + tr_bytes[t] / bw[a, c]
                 tr_finish[t] = f
+                tr_arrive[t] = f
                 en = _h3_push(et, ek, ei, 0, en, f, 1, t)
                 if want_mem:
                     tn = _alloc(c, tr_bytes[t], alloc, touched, tlist, tn)
@@ -350,7 +380,27 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             kind = ek[0]
             x = ei[0]
             en = _h3_pop(et, ek, ei, 0, en)
-            if kind == 0:
+            if kind == 0 and x >= V:     # a send or a receive finished (``endpoint``)
+                t = (x - V) % TMAX
+                p = tr_pid[t]
+                c = tr_dst[t]
+                a = dev[port_owner[p]]
+                if x < V + TMAX:
+                    busy[a] = False
+                    dn = _enlist(dflag, dlist, dn, a)
+                    link = a * K + c
+                    lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now, p * K + c, t)
+                    ln = _enlist(lflag, llist, ln, link)
+                else:
+                    busy[c] = False
+                    dn = _enlist(dflag, dlist, dn, c)
+                    tr_arrive[t] = now
+                    for e in range(pptr[p], pptr[p + 1]):
+                        u = d_dst[e]
+                        if dev[u] == c:
+                            dn = _input_done(u, c, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist,
+                                             dn)
+            elif kind == 0:
                 dx = dev[x]
                 busy[dx] = False
                 dn = _enlist(dflag, dlist, dn, dx)
@@ -401,9 +451,15 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                             ntr += 1
                             t = tslot[d]
                             tmark[d] = -1
-                            link = dx * K + d
-                            lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now, p * K + d, t)
-                            ln = _enlist(lflag, llist, ln, link)
+                            if endpoint:    # the send runs on this device first
+                                rq_n[dx] = _h3_push(rq_t, rq_k, rq_i, roff[dx], rq_n[dx], now, skey + p * K + d,
+                                                    V + t)
+                                dn = _enlist(dflag, dlist, dn, dx)
+                            else:
+                                link = dx * K + d
+                                lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now,
+                                                      p * K + d, t)
+                                ln = _enlist(lflag, llist, ln, link)
                     port_rem[p] = nlocal + ntr
                     if want_mem and port_rem[p] == 0:
                         tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
@@ -427,6 +483,10 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 if want_mem and port_rem[p] == 0:
                     tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
                                tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)
+                if endpoint:    # the receive runs on the destination before its consumers may start
+                    rq_n[c] = _h3_push(rq_t, rq_k, rq_i, roff[c], rq_n[c], now, rkey + t, V + TMAX + t)
+                    dn = _enlist(dflag, dlist, dn, c)
+                    continue
                 for e in range(pptr[p], pptr[p + 1]):
                     u = d_dst[e]
                     if dev[u] == c:
@@ -434,7 +494,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             else:
                 dn = _input_done(x, dev[x], now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
     return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
-            tr_start[:nt].copy(), tr_finish[:nt].copy(), peak, peak_t)
+            tr_start[:nt].copy(), tr_finish[:nt].copy(), tr_arrive[:nt].copy(), tr_sstart[:nt].copy(),
+            tr_rstart[:nt].copy(), peak, peak_t)
 
 
 # ---------------------------------------------------------------------------
@@ -464,7 +525,10 @@ class KernelRun:
     tr_dst: np.ndarray      # destination device
     tr_bytes: np.ndarray
     tr_start: np.ndarray
-    tr_finish: np.ndarray
+    tr_finish: np.ndarray   # when it leaves the link
+    tr_arrive: np.ndarray   # when its consumers may use it (its receive's finish with endpoint CPU, else tr_finish)
+    tr_send_start: np.ndarray   # its send's start on the source device (-1 without endpoint CPU)
+    tr_recv_start: np.ndarray   # its receive's start on the destination (-1 without endpoint CPU)
     transient: np.ndarray   # per device: peak of non-persistent bytes (zeros without memory)
     peak_t: np.ndarray      # per device: first instant of that peak
 
@@ -472,7 +536,7 @@ class KernelRun:
     def makespan_us(self) -> float:
         """The step's end: the last op's finish or the last transfer's arrival."""
         return max(float(self.finish.max()) if self.finish.size else 0.0,
-                   float(self.tr_finish.max()) if self.tr_finish.size else 0.0)
+                   float(self.tr_arrive.max()) if self.tr_arrive.size else 0.0)
 
 
 def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
@@ -481,4 +545,5 @@ def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
     return KernelRun(*simulate_kernel(
         cluster.num_devices, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
         sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
-        sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, sa.efwd, memory))
+        sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, sa.efwd, memory, cluster.transfer_cpu,
+        cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))

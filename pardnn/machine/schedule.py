@@ -44,7 +44,14 @@ _KIND_NAMES = ("output", "received copy", "temp")
 
 @dataclass(frozen=True, eq=False)
 class Transfers:
-    """One row per cross-device tensor transfer (producer, port, destination)."""
+    """One row per cross-device tensor transfer (producer, port, destination).
+
+    ``start_us``..``finish_us`` is its time on the link. On a cluster whose transfers run on their devices
+    (`pardnn.cluster.Cluster.transfer_cpu_us`), ``send_start_us`` is when its send started on the source
+    device and ``recv_start_us`` when its receive started on the destination, and ``arrival_us`` (when
+    its consumers may use it) is that receive's finish; elsewhere both starts are -1 and ``arrival_us`` is
+    ``finish_us``.
+    """
 
     src: np.ndarray        # producer node id
     port: np.ndarray       # output port of the producer
@@ -53,6 +60,9 @@ class Transfers:
     bytes: np.ndarray
     start_us: np.ndarray
     finish_us: np.ndarray
+    arrival_us: np.ndarray
+    send_start_us: np.ndarray
+    recv_start_us: np.ndarray
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
@@ -163,7 +173,7 @@ class Schedule:
         if data.size:
             rows = np.minimum(self.transfer_rows(g.edge_port_id[data], dev[dst[data]]),
                               max(len(self.transfers) - 1, 0))
-            arr[data] = self.transfers.finish_us[rows]
+            arr[data] = self.transfers.arrival_us[rows]
         return arr
 
     def critical_chain(self) -> "Chain":
@@ -397,7 +407,8 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     order = np.lexsort((run.tr_dst, run.tr_pid))                 # canonical: producer, port, destination
     tr_src = g.port_owner[run.tr_pid[order]]
     transfers = Transfers(tr_src, run.tr_pid[order] - g.port_ptr[tr_src], dev[tr_src], run.tr_dst[order],
-                          run.tr_bytes[order], run.tr_start[order], run.tr_finish[order])
+                          run.tr_bytes[order], run.tr_start[order], run.tr_finish[order], run.tr_arrive[order],
+                          run.tr_send_start[order], run.tr_recv_start[order])
     persistent = np.zeros(K, dtype=np.int64)
     np.add.at(persistent, dev, g.persistent_bytes)
     peak = persistent + run.transient if memory else persistent.copy()

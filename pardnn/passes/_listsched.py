@@ -14,6 +14,13 @@ SPEC §1 machine does not work that way, and neither does this scheduler:
   SPEC §1.1 rule 9's order (producer finish, then global port);
 * a cross-device control edge delays its consumer by the link's latency and
   does not occupy the link (SPEC §1.1 rule 3);
+* on a cluster whose transfers run on their devices (``transfer_cpu_us``,
+  docs/machine-model.md), the scheduler does not reserve device time for
+  sends and receives: it folds them into the link, whose latency and
+  bandwidth are then end to end (`pardnn.cluster.Cluster.path_latency`,
+  ``path_bandwidth``: latency + twice the CPU part, per byte likewise),
+  control edges included. The simulator, which has the last word, runs
+  them on the devices;
 * an op takes ``time_us / speed[d]`` on device ``d``; HEFT puts it into the
   device's first idle gap long enough after its inputs are there (insertion, as
   published; the simulator too runs an op whenever its device is idle and it is
@@ -688,7 +695,7 @@ def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedAr
     order = heft_order(a, prio) if m == HEFT else np.zeros(0, dtype=np.int64)
     K = cluster.num_devices
     pins = np.where(g.unit_pin >= 0, np.minimum(g.unit_pin, K - 1), -1).astype(np.int64)
-    return list_schedule(m, order, prio.astype(np.float64), K, cluster.speed, cluster.latency, cluster.bandwidth,
-                         a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src, a.out_ptr, a.out_dst,
-                         a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total, a.temp, a.unit, pins,
-                         a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory))
+    return list_schedule(m, order, prio.astype(np.float64), K, cluster.speed, cluster.path_latency,
+                         cluster.path_bandwidth, a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src,
+                         a.out_ptr, a.out_dst, a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total,
+                         a.temp, a.unit, pins, a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory))

@@ -278,3 +278,13 @@ def test_every_public_name_works_after_every_submodule_is_imported(tmp_path):
         assert isinstance(call(err, "x"), pardnn.PardnnError)
     called |= {"GraphBuilder", "Schedule", "__version__"}       # built and checked above
     assert set(pardnn.__all__) == called, set(pardnn.__all__) ^ called
+
+
+def test_a_bad_transfer_cpu_in_a_cluster_file_is_one_line_naming_file_and_field(tmp_path):
+    cluster = {"format": "pardnn.cluster", "devices": [{"name": "a"}, {"name": "b"}], "transfer_cpu_us": -5}
+    (tmp_path / "c.json").write_text(json.dumps(cluster))
+    (tmp_path / "g.json").write_text(graph_json([{"name": "x", "time_us": 1}]))
+    before = snapshot(tmp_path)
+    r = pardnn("partition", "g.json", "--cluster", "c.json", "-o", "out/p.json", cwd=tmp_path)
+    assert_one_line_error(r, EXIT_INPUT, "c.json", "transfer_cpu_us")
+    assert r.stdout == "" and snapshot(tmp_path) == before

@@ -237,6 +237,82 @@ def test_lstm_loops_are_cut_into_a_dag_and_counted(lstm_model, caplog):
     assert g.time_us[inner] > 4 * 0.2 * 2.0                             # counted 5 times, not once
 
 
+def test_each_while_loop_is_one_colocation_group(lstm_model):
+    """Every op of a loop frame, its Exits included, shares one group; the gradient loop is a group of its own."""
+    from pardnn.frontends.tensorflow import loops
+    from pardnn.frontends.tensorflow.build import BACK_EDGE_SOURCES
+
+    g = to_opgraph(lstm_model, device_profile="cpu").graph
+    node_defs = {n.name: n for n in lstm_model.graph_def.node}
+    frame = loops.frames(g.names, node_defs, BACK_EDGE_SOURCES)
+    frames = sorted({f for f in frame.values() if f}, key=lambda f: f.endswith("_grad"))
+    assert len(frames) == 2 and frames[1].endswith("_grad")        # the forward loop and its gradient
+    groups = []
+    for f in frames:
+        members = {g.colocation[g.id(n)] for n, x in frame.items() if x == f}
+        assert len(members) == 1 and -1 not in members, (f, members)
+        groups.append(members.pop())
+    assert groups[0] != groups[1]
+    kinds = Counter(g.ops[v] for v in g.groups[groups[0]])
+    assert {"Enter", "Merge", "Switch", "NextIteration", "LoopCond", "Exit", "MatMul"} <= set(kinds)
+    exits = [v for v in range(g.num_nodes) if g.ops[v] == "Exit"]
+    assert set(g.colocation[exits].tolist()) == set(groups)
+
+
+def test_a_constant_joins_its_only_reader(tmp_path):
+    """
+    w (Const 256x256) --> mm (MatMul) <-- x        shape (Const) --> r1 (Reshape), --> r2 (Reshape)
+    w2 (Const) -------> mm2
+
+    w joins mm's group, w2 mm2's; `shape` is read by two ungrouped ops: free.
+    A placement with w away from mm breaks the group; the partitioner keeps them together.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (8, 256), name="x")
+        w = tf.constant(np.ones((256, 256), np.float32), name="w")
+        w2 = tf.constant(np.ones((256, 256), np.float32), name="w2")
+        mm = tf.matmul(x, w, name="mm")
+        mm2 = tf.matmul(mm, w2, name="mm2")
+        shape = tf.constant([256, 8], name="shape")
+        r1 = tf.reshape(mm2, shape, name="r1")
+        r2 = tf.reshape(mm, shape, name="r2")
+        tf.add(r1, r2, name="out")
+    pb = tmp_path / "consts.pb"
+    pb.write_bytes(graph.as_graph_def().SerializeToString())
+    g = load_tensorflow(pb, FrontendOptions(signature="out"))
+    assert g.colocation[g.id("w")] == g.colocation[g.id("mm")] >= 0
+    assert g.colocation[g.id("w2")] == g.colocation[g.id("mm2")] >= 0
+    assert g.colocation[g.id("w")] != g.colocation[g.id("w2")]
+    assert g.colocation[g.id("shape")] == -1 and g.colocation[g.id("r1")] == -1
+    out = tmp_path / "p.json"
+    r = run("partition", pb, "--signature", "out", "-k", 2, "-o", out)
+    assert r.exit_code == 0, r.output
+    assign = json.loads(out.read_text())["assignment"]
+    assert assign["w"] == assign["mm"] and assign["w2"] == assign["mm2"]
+
+
+def test_a_constant_read_by_one_group_joins_it(tmp_path):
+    """c (Const) is read by two ops of one `_class` group: it joins that group."""
+    path = tmp_path / "g.pbtxt"
+    path.write_text("""
+node { name: "c" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } }
+       attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 2 } } float_val: 1 } } } }
+node { name: "a" op: "Neg" input: "c" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "b" op: "Neg" input: "c" attr { key: "T" value { type: DT_FLOAT } }
+       attr { key: "_class" value { list { s: "loc:@a" } } } }
+node { name: "d" op: "Neg" input: "c" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "e" op: "Neg" input: "d" attr { key: "T" value { type: DT_FLOAT } } }
+""")
+    g = load_tensorflow(path, FrontendOptions(signature="a,b,e"))
+    # c is read by a, b (one group) and d (ungrouped): readers of two sets, so c stays free
+    assert g.colocation[g.id("a")] == g.colocation[g.id("b")] >= 0 and g.colocation[g.id("c")] == -1
+    path.write_text(path.read_text().replace('input: "c" attr { key: "T" value { type: DT_FLOAT } } }\nnode { name: "e"',
+                                             'input: "a" attr { key: "T" value { type: DT_FLOAT } } }\nnode { name: "e"'))
+    g = load_tensorflow(path, FrontendOptions(signature="a,b,e"))
+    assert g.colocation[g.id("c")] == g.colocation[g.id("a")] == g.colocation[g.id("b")] >= 0
+
+
 def test_lstm_profile_sums_loop_iterations(lstm_model):
     g = to_opgraph(lstm_model, profile_steps=2).graph
     s = to_opgraph(lstm_model).graph
