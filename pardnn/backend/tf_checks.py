@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import AbstractSet as Set, Iterable, Mapping, Sequence
 
 from .tf_devices import parse_device, same_device
 
@@ -197,3 +197,31 @@ def compare_transfers(tf_tensors: Iterable[tuple[str, int, str]], sim_tensors: I
 
     a, b = canon(tf_tensors), canon(sim_tensors)
     return tuple(sorted(a - b)), tuple(sorted(b - a))
+
+
+def traced_names(step_stats) -> frozenset[str]:
+    """The names of the nodes a traced step ran, on real devices."""
+    return frozenset(ns.node_name for dev in step_stats.dev_stats if is_real_device(dev.device)
+                     for ns in dev.node_stats)
+
+
+def reconcile_fused(only_tf: Sequence[tuple], only_sim: Sequence[tuple], outputs: Mapping[str, int],
+                    traced: Set[str]) -> tuple[tuple, tuple, int]:
+    """Take out of both lists the transfers TensorFlow's runtime fusion renamed.
+
+    oneDNN's graph rewrite fuses some ops at run time (a ``Conv2DBackpropFilter``
+    and the ``BiasAddGrad`` beside it become one op, under the first's name, whose
+    output 1 is the bias gradient). A tensor TensorFlow sent from an output port
+    the graph's op does not have (``outputs``: node -> its number of outputs) is
+    such a fused output; a tensor the simulator sent from an op the traced step
+    never ran (``traced``) was fused away. Returns both lists without them and how
+    many TensorFlow transfers were fused outputs.
+    """
+    fused_tf = [t for t in only_tf if t[0] in outputs and int(t[1]) >= outputs[t[0]]]
+    gone_sim = [t for t in only_sim if t[0] not in traced]
+    if not fused_tf:
+        return tuple(only_tf), tuple(only_sim), 0
+    keep_tf = tuple(t for t in only_tf if t not in fused_tf)
+    keep_sim = tuple(t for t in only_sim if t not in gone_sim)
+    return keep_tf, keep_sim, len(fused_tf)
+

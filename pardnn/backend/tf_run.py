@@ -60,7 +60,7 @@ from ..placement import Placement
 from .common import default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
 from .tf_checks import (PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv,
-                        is_real_device)
+                        is_real_device, reconcile_fused, traced_names)
 from .tf_devices import ClusterTarget, LocalTarget, devices_needed, map_devices, same_device
 from .tf_memory import PeakMeter, allocator_names
 from .tf_rewrite import Assignment, assign_devices, check_placement_matches, is_host_op, placed_graph_def
@@ -374,6 +374,9 @@ class TFRunReport:
     """Of the simulator's transfers, those that leave a fed placeholder (TensorFlow delivers feeds itself)."""
     transfers_only_tf: int
     transfers_only_simulated: int
+    transfers_fused: int
+    """TensorFlow transfers from outputs its runtime fusion added to an op (`tf_checks.reconcile_fused`), left
+    out of both counts above with the simulated transfers of the ops fused away."""
     outputs_match: bool
     max_output_diff: float
     variables_match: bool
@@ -440,7 +443,7 @@ class TFRunReport:
             "simulated_transfers": self.simulated_transfers,
             "simulated_feed_transfers": self.simulated_feed_transfers,
             "transfers_only_tf": self.transfers_only_tf,
-            "transfers_only_simulated": self.transfers_only_simulated,
+            "transfers_only_simulated": self.transfers_only_simulated, "transfers_fused": self.transfers_fused,
             "outputs_match": self.outputs_match, "max_output_diff": self.max_output_diff,
             "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
             "variables_compared": self.variables_compared,
@@ -579,6 +582,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     sched, sim_tensors = _simulated(g, cl, effective, devices)
     from_feeds = [t for t in sim_tensors if t[0] in fed]
     only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
+    outputs = dict(zip(g.names, np.diff(g.port_ptr).tolist()))
+    only_tf, only_sim, fused = reconcile_fused(only_tf, only_sim, outputs, traced_names(run.metadata.step_stats))
     counts = np.bincount(effective, minlength=placement.num_devices)
     failed = rc.outputs.failed() + rc.variables.failed()
     return TFRunReport(
@@ -588,7 +593,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         measured_us=statistics.median(run.step_us), reference_us=statistics.median(ref.step_us),
         placement_check=check, send_recv=sr, simulated_transfers=len(sim_tensors),
         simulated_feed_transfers=len(from_feeds),
-        transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim),
+        transfers_only_tf=len(only_tf), transfers_only_simulated=len(only_sim), transfers_fused=fused,
         outputs_match=rc.outputs.ok, max_output_diff=rc.outputs.max_abs_diff, variables_match=rc.variables.ok,
         max_variable_diff=rc.variables.max_abs_diff, variables_compared=len(ref.variables),
         losses=_scalars(run.outputs), reference_losses=_scalars(ref.outputs),

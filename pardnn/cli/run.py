@@ -74,7 +74,8 @@ def _tf_table(r) -> str:
         + (f", {sr.forward} forwarded within a task" if sr.forward else "")
         + (f", {sr.other} other" if sr.other else ""),
         f"data transfers       {sr.data - r.transfers_only_tf} in both, {r.transfers_only_tf} only in TensorFlow, "
-        f"{r.transfers_only_simulated} only in the simulator (feeds aside)",
+        f"{r.transfers_only_simulated} only in the simulator (feeds aside"
+        + (f"; {r.transfers_fused} from ops TensorFlow's runtime fused" if r.transfers_fused else "") + ")",
     ]
     lines.extend(_memory_lines(r.memory))
     if r.losses:

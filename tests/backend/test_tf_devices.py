@@ -118,3 +118,18 @@ def test_devices_per_task_and_free_ports():
     assert devices_per_task(names, "gpu") == (0, 1)
     ports = free_ports(3)
     assert len(set(ports)) == 3 and all(1024 <= p < 65536 for p in ports)
+
+
+def test_transfers_from_outputs_tensorflow_fused_are_reconciled_not_counted_as_missing():
+    """oneDNN fuses a Conv2DBackpropFilter (one output) and a BiasAddGrad into one op named after the first,
+    whose output 1 is the bias gradient: TensorFlow sends (conv, 1), the model sends (bias, 0), and bias never
+    runs. Both leave the comparison; a transfer TensorFlow really added (an existing port) stays."""
+    from pardnn.backend.tf_checks import reconcile_fused
+    outputs = {"conv": 1, "bias": 1, "relu": 1}
+    only_tf = (("conv", 1, "/device:CPU:1"), ("relu", 0, "/device:CPU:1"))
+    only_sim = (("bias", 0, "/device:CPU:1"), ("relu", 0, "/device:CPU:0"))
+    tf_left, sim_left, fused = reconcile_fused(only_tf, only_sim, outputs, traced={"conv", "relu"})
+    assert fused == 1 and tf_left == (("relu", 0, "/device:CPU:1"),) and sim_left == (("relu", 0, "/device:CPU:0"),)
+    # nothing fused: an op the trace never shows (pruned) keeps its simulated transfer in the count
+    tf_left, sim_left, fused = reconcile_fused(only_tf[1:], only_sim, outputs, traced={"conv", "relu"})
+    assert fused == 0 and sim_left == only_sim
