@@ -37,6 +37,10 @@ FAST_BANDWIDTH = 1e9
 """Bytes per microsecond given to a link whose fitted slope is not positive (1 PB/s: free)."""
 
 
+RELATIVE_FLOOR = 0.02
+"""`fit_link` weighs each time by its inverse, but no time below this fraction of the largest counts more."""
+
+
 @dataclass(frozen=True)
 class LinkFit:
     """``time = overhead + count * (latency + bytes / bandwidth)`` fitted to one link's timed steps.
@@ -77,7 +81,8 @@ class LinkFit:
 
 
 def fit_link(sizes: Sequence[float], times_us: Sequence[float], counts: Sequence[int] | None = None) -> LinkFit:
-    """Non-negative least squares of ``time = overhead + count * latency + count * bytes / bandwidth``.
+    """Non-negative least squares of ``time = overhead + count * latency + count * bytes / bandwidth``, each
+    measurement weighed by the inverse of its time (`RELATIVE_FLOOR`).
 
     ``counts`` (default: all 1) is how many tensors of ``sizes[i]`` bytes each measurement moved. With a
     single count, overhead and latency cannot be told apart and all of the intercept is latency. Needs at
@@ -97,7 +102,10 @@ def fit_link(sizes: Sequence[float], times_us: Sequence[float], counts: Sequence
     two_counts = np.unique(c).size > 1
     scale = max(float(x.max()), 1.0)          # keep the columns' magnitudes comparable for the solver
     cols = [c, c * x / scale] if not two_counts else [np.ones_like(x), c, c * x / scale]
-    coef, _ = nnls(np.stack(cols, axis=1), y)
+    # relative least squares: times span orders of magnitude, and absolute errors would let the largest
+    # transfers' noise decide the per-transfer latency that small transfers measure
+    w = 1.0 / np.maximum(np.abs(y), RELATIVE_FLOOR * max(float(np.abs(y).max()), 1e-9))
+    coef, _ = nnls(np.stack(cols, axis=1) * w[:, None], y * w)
     if two_counts:
         overhead, latency, slope = coef
     else:
@@ -119,6 +127,54 @@ def speeds(times_us: Sequence[float]) -> list[float]:
     if not t or any(not (x > 0) for x in t):
         raise ValueError("every device's op-set time must be positive")
     return [t[0] / x for x in t]
+
+
+SAME_SPEED = 0.05
+"""Devices whose measured speed is within this fraction of device 0's are given device 0's speed."""
+
+
+@dataclass(frozen=True)
+class SpeedFit:
+    """Each device's speed from several rounds of timing the same op set on every device in turn."""
+
+    speeds: tuple[float, ...]
+    """What the cluster is given: the measured speed, or exactly 1 where it is the same as device 0's
+    (`same`)."""
+    measured: tuple[float, ...]
+    """The median over the rounds of device 0's time over the device's own."""
+    noise: tuple[float, ...]
+    """The largest distance of a round's ratio from ``measured``."""
+    same: tuple[bool, ...]
+    """Whether the device is as fast as device 0 within the noise (or `SAME_SPEED`)."""
+
+
+def fit_speeds(rounds_us: Sequence[Sequence[float]], tolerance: float = SAME_SPEED) -> SpeedFit:
+    """Speeds from ``rounds_us[r][d]``, device ``d``'s op-set time in round ``r`` (rounds interleave the
+    devices, so a machine that slows down for a while slows every device's round alike).
+
+    A device within ``max(tolerance, its rounds' spread)`` of device 0 is given speed 1: on a busy host two
+    identical devices measure a few percent apart from run to run, and a placement that favours one of
+    them for it gains nothing real (measured: two pinned CPU tasks calibrated at 1.000 and 1.071; the
+    partitioner then put a whole ResNet on the "faster" one, which ran it no faster).
+
+    >>> f = fit_speeds([[100.0, 95.0], [100.0, 104.0], [100.0, 98.0]])
+    >>> f.speeds, f.same
+    ((1.0, 1.0), (True, True))
+    >>> f = fit_speeds([[100.0, 50.0], [102.0, 50.0], [98.0, 51.0]])
+    >>> [round(x, 3) for x in f.speeds], f.same
+    ([1.0, 2.0], (True, False))
+    """
+    t = np.asarray(rounds_us, dtype=np.float64)
+    if t.ndim != 2 or t.shape[0] < 1 or t.shape[1] < 1 or not (t > 0).all() or not np.isfinite(t).all():
+        raise ValueError("every device's op-set time must be a positive number in every round")
+    ratio = t[:, :1] / t
+    med = np.median(ratio, axis=0)
+    noise = np.abs(ratio - med).max(axis=0)
+    same = np.abs(med - 1.0) <= np.maximum(noise, tolerance)
+    same[0] = True
+    out = np.where(same, 1.0, med)
+    return SpeedFit(tuple(float(x) for x in out), tuple(float(x) for x in med), tuple(float(x) for x in noise),
+                    tuple(bool(x) for x in same))
 
 
 def _task(name: str) -> str | None:
@@ -143,9 +199,10 @@ def on_cpu_link(a: str, b: str) -> bool:
     return cpu and ta is not None and tb is not None and ta != tb
 
 
-def link_of(fit: LinkFit, cpu: bool) -> Link:
-    """The modelled link of a fit: as fitted, or on a CPU link (`on_cpu_link`) half the fitted time on each end
-    over a free link.
+def link_of(fit: LinkFit, cpu: bool, cpu_fit: LinkFit | None = None) -> Link:
+    """The modelled link of a fit: as fitted, or on a CPU link (`on_cpu_link`) a transfer that runs on both
+    ends over a free link: each end's CPU as ``cpu_fit`` measured it (per transfer and end), else half the
+    fitted wall time on each end.
 
     >>> link = link_of(fit_link([0, 1000], [30.0, 40.0]), True)
     >>> link.latency_us, link.bandwidth_bytes_per_us
@@ -155,20 +212,26 @@ def link_of(fit: LinkFit, cpu: bool) -> Link:
     """
     if not cpu:
         return Link(fit.latency_us, fit.bandwidth_bytes_per_us)
+    if cpu_fit is not None:
+        per_byte = cpu_fit.bandwidth_bytes_per_us if cpu_fit.slope_positive else None
+        return Link(0.0, FAST_BANDWIDTH, cpu_fit.latency_us, per_byte)
     per_byte = 2.0 * fit.bandwidth_bytes_per_us if fit.slope_positive else None
     return Link(0.0, FAST_BANDWIDTH, fit.latency_us / 2.0, per_byte)
 
 
 def calibrated_cluster(names: Sequence[str], device_times_us: Sequence[float],
-                       links: Sequence[Sequence[LinkFit | None]], memory_bytes: Sequence[int | None] | None = None
-                       ) -> Cluster:
-    """The cluster: measured speeds, a link per fitted ordered pair (`link_of`), and the links' medians as the
-    cluster-wide values (used where a pair has no fit)."""
+                       links: Sequence[Sequence[LinkFit | None]], memory_bytes: Sequence[int | None] | None = None,
+                       speed: Sequence[float] | None = None,
+                       cpu_links: Sequence[Sequence[LinkFit | None]] | None = None) -> Cluster:
+    """The cluster: measured speeds (``speed``, else `speeds` of the times), a link per fitted ordered pair
+    (`link_of`), and the links' medians as the cluster-wide values (used where a pair has no fit)."""
     K = len(names)
     mem = list(memory_bytes) if memory_bytes is not None else [None] * K
-    devs = tuple(Device(n, m, s) for n, m, s in zip(names, mem, speeds(device_times_us)))
+    devs = tuple(Device(n, m, s) for n, m, s in zip(names, mem, speed if speed is not None
+                                                      else speeds(device_times_us)))
     matrix = tuple(tuple(None if (a == b or links[a][b] is None) else
-                         link_of(links[a][b], on_cpu_link(names[a], names[b]))
+                         link_of(links[a][b], on_cpu_link(names[a], names[b]),
+                                 cpu_links[a][b] if cpu_links is not None else None)
                          for b in range(K)) for a in range(K))
     made = [link for row in matrix for link in row if link is not None]
     if not made:

@@ -20,14 +20,17 @@ Per node and output port:
 * **persistent bytes**: a variable's shape times its dtype size (model
   weights and optimizer slots alike); a constant's tensor bytes.
 * **time**: the profile's robust per-step average (a loop body's ops summed
-  over the iterations), or the roofline estimate (`costs`) on
+  over the iterations; the executor's overhead per execution included,
+  `profile`), or the roofline estimate (`costs`) on
   ``--device-profile``, times the trip counts of the loops around the op
   (`loops`).
 * **unknown dimensions** take ``--batch-size``. Without it, an unknown
   dimension in a size the graph needs is an `InputError` naming the node.
 
 ``NextIteration -> Merge`` edges (while-loop back edges) are left out of the
-`OpGraph`, so it is a DAG; they stay in the GraphDef. Nodes are written in a
+`OpGraph`, so it is a DAG; they stay in the GraphDef. In their place, control
+edges keep each loop's body after all of its ``Enter`` ops and before its
+``Exit`` ops (`loops.order_edges`), as the iterations would. Nodes are written in a
 topological order that keeps the GraphDef's order where it can.
 """
 
@@ -220,6 +223,9 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
                 out = 0
             extra = {FORWARDED_AS: out} if out is not None and tensor_bytes[n][out] > 0 else {}
             b.add_edge(src, n, port=port, bytes=tensor_bytes[src][port], **extra)
+    order = loops.order_edges(names, node_defs, frame) if cut else []
+    for src, dst in order:
+        b.add_edge(src, dst, control=True)
     if cut:
         log.warning("%s: cut %d while-loop back edge(s) (NextIteration -> Merge) so the graph is a DAG; "
                     "a loop body appears once, its time %s", where, len(cut),
@@ -338,7 +344,9 @@ def _meta(model: TFModel, prof: Profile | None, device_profile: str, batch_size:
     }
     if prof:
         meta.update(profile_steps=prof.steps, profile_device=prof.device or "CPU",
-                    profile_step_ms=[round(x, 3) for x in prof.step_ms], unprofiled_ops=unprofiled)
+                    profile_step_ms=[round(x, 3) for x in prof.step_ms], unprofiled_ops=unprofiled,
+                    profile_untraced_step_ms=[round(x, 3) for x in prof.untraced_step_ms],
+                    profile_op_overhead_us=round(prof.op_overhead_us, 4))
     else:
         meta["device_profile"] = device_profile
     meta.update({

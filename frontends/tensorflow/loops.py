@@ -97,3 +97,50 @@ def multiplier(frame_path: str, trips: Mapping[str, int | None]) -> int:
     for i in range(1, len(parts) + 1):
         m *= trips.get(SEP.join(parts[:i])) or 1
     return m
+
+
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+NEXT_OPS = frozenset({"NextIteration", "RefNextIteration"})
+EXIT_OPS = frozenset({"Exit", "RefExit"})
+
+
+def order_edges(names: Sequence[str], node_defs: Mapping, frame: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Control edges that keep each collapsed loop between its inputs and its outputs.
+
+    With the back edges cut, a loop body appears once, its time that of every iteration. Its data edges
+    alone would then let ops that do not read a loop-invariant input start before the loop's inputs are
+    ready (an LSTM's ``h @ U``), and let an ``Exit`` leave right after its ``Enter``: the ``Exit`` reads
+    the ``Switch`` of the first iteration, since the value the last iteration produced came through the
+    cut ``NextIteration``. The consumers of a recurrent layer would then overlap with it, which no
+    executor can do. So, per frame: every ``Enter`` precedes the frame's first ``Merge``, which precedes
+    its other ``Merge`` ops (no iteration starts before every input entered), and every ``NextIteration``
+    precedes the frame's first ``Exit``, which precedes its other ``Exit`` ops (no output leaves before
+    the last iteration). Linear in the loop's size; nested frames are handled each on its own.
+    """
+    enters: dict[str, list[str]] = {}
+    merges: dict[str, list[str]] = {}
+    nexts: dict[str, list[str]] = {}
+    exits: dict[str, list[str]] = {}
+    for name in names:
+        op = node_defs[name].op
+        if op in ENTER_OPS:
+            enters.setdefault(frame.get(name, ROOT), []).append(name)
+        elif op in MERGE_OPS:
+            merges.setdefault(frame.get(name, ROOT), []).append(name)
+        elif op in NEXT_OPS:
+            nexts.setdefault(frame.get(name, ROOT), []).append(name)
+        elif op in EXIT_OPS:
+            src = next((parse_input(r)[0] for r in node_defs[name].input if not parse_input(r)[2]), None)
+            if src is not None:
+                exits.setdefault(frame.get(src, ROOT), []).append(name)
+    edges: list[tuple[str, str]] = []
+    for f in sorted(set(merges) | set(exits)):
+        if f == ROOT:
+            continue
+        ms, xs = merges.get(f, []), exits.get(f, [])
+        if ms:
+            edges += [(e, ms[0]) for e in enters.get(f, [])] + [(ms[0], m) for m in ms[1:]]
+        if xs:
+            edges += [(n, xs[0]) for n in nexts.get(f, [])] + [(xs[0], x) for x in xs[1:]]
+    return edges

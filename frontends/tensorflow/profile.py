@@ -27,7 +27,15 @@ One warm-up step runs untraced; then ``N`` steps run with
   strings;
 * **temp bytes**: the op's peak allocation (its allocator records) beyond
   its outputs' allocated bytes, robust-averaged over the steps;
-* **persistent bytes** of constants: ``memory_stats.persistent_memory_size``.
+* **persistent bytes** of constants: ``memory_stats.persistent_memory_size``;
+* **dispatch overhead**: a trace times each kernel, but the executor also
+  spends time on every op it runs (readying it, allocating, passing its
+  outputs on: about 1.5 us an op on a 2-core AMD EPYC, a quarter of a small
+  ResNet's step). So ``N`` untraced steps are timed too, and the median
+  step's time beyond the traced steps' summed op times, divided by the
+  executions per step, is the overhead of one execution
+  (`Profile.op_overhead_us`). Each op's time includes it once per execution
+  (`Profile.executions`), so the op times add up to the measured step.
 
 Nodes the trace never saw (the feeds, which TensorFlow replaces by its own
 argument nodes; ops in branches not taken) have no profile; the caller
@@ -67,6 +75,14 @@ class Profile:
     temp_bytes: Mapping[str, int]
     persistent_bytes: Mapping[str, int]
     step_ms: Sequence[float] = field(default_factory=tuple)
+    """Wall time of each traced step."""
+    op_overhead_us: float = 0.0
+    """The executor's time per op execution beyond the kernel's (see the module docstring), included in
+    ``time_us``."""
+    executions: Mapping[str, float] = field(default_factory=dict)
+    """Per node, its executions per step (more than 1 in a loop body)."""
+    untraced_step_ms: Sequence[float] = field(default_factory=tuple)
+    """Wall time of each untraced step."""
 
 
 def as_written(config: "config_pb2.ConfigProto") -> "config_pb2.ConfigProto":
@@ -163,6 +179,10 @@ def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) ->
     out_bytes: dict[str, dict[int, int]] = {}
     persistent: dict[str, int] = {}
     step_ms: list[float] = []
+    untraced_ms: list[float] = []
+    op_sums: list[float] = []
+    runs: list[float] = []
+    per_step_runs: dict[str, list[float]] = {}
     device = ""
     with tf.compat.v1.Session(graph=graph, config=session_config()) as sess, substage("profiling: warm-up step"):
         try:
@@ -176,42 +196,75 @@ def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) ->
                 t0 = time.perf_counter()
                 sess.run(fetches, feed_dict=batch, options=options, run_metadata=meta)
                 step_ms.append((time.perf_counter() - t0) * 1e3)
-                times, temps = _read_step(meta.step_stats, names, out_bytes, persistent)
+                times, temps, counts, total = _read_step(meta.step_stats, names, out_bytes, persistent)
+                op_sums.append(total[0])
+                runs.append(total[1])
                 for name, t in times.items():
                     per_step_time.setdefault(name, [0.0] * step).append(t)
                 for name, b in temps.items():
                     per_step_temp.setdefault(name, [0.0] * step).append(b)
-                for d in (per_step_time, per_step_temp):
+                for name, c in counts.items():
+                    per_step_runs.setdefault(name, [0.0] * step).append(c)
+                for d in (per_step_time, per_step_temp, per_step_runs):
                     for series in d.values():
                         if len(series) < step + 1:
                             series.append(0.0)
                 device = device or next((d.device for d in meta.step_stats.dev_stats if d.node_stats), "")
+            for step in range(steps):
+                note(f"timing untraced step {step + 1} of {steps}")
+                t0 = time.perf_counter()
+                sess.run(fetches, feed_dict=batch)
+                untraced_ms.append((time.perf_counter() - t0) * 1e3)
         except tf.errors.OpError as exc:
             node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
             raise RuntimeFailure(f"{where}: the profiled step failed{node}: {_first_line(exc)}") from None
     log.info("%s: profiled %d steps on %s, median step %.1f ms", where, steps, device or "cpu",
              statistics.median(step_ms))
+    executions = {n: robust_average(c) for n, c in per_step_runs.items()}
+    overhead = dispatch_overhead_us(statistics.median(untraced_ms) * 1e3, statistics.median(op_sums),
+                                    statistics.median(runs))
+    log.info("%s: untraced median step %.1f ms; the executor's overhead %.2f us per op execution", where,
+             statistics.median(untraced_ms), overhead)
     return Profile(steps=steps, device=device,
-                   time_us={n: robust_average(s) for n, s in per_step_time.items()},
+                   time_us={n: robust_average(s) + overhead * executions.get(n, 0.0)
+                            for n, s in per_step_time.items()},
                    output_bytes=out_bytes,
                    temp_bytes={n: int(round(robust_average(s))) for n, s in per_step_temp.items()},
-                   persistent_bytes=persistent, step_ms=tuple(step_ms))
+                   persistent_bytes=persistent, step_ms=tuple(step_ms), op_overhead_us=overhead,
+                   executions=executions, untraced_step_ms=tuple(untraced_ms))
 
 
-def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[dict, dict]:
-    """One step's per-node time sums and temp peaks; updates the output and persistent sizes."""
+def dispatch_overhead_us(step_us: float, op_time_us: float, executions: float) -> float:
+    """The executor's time per op execution: a step's wall time beyond its ops' kernel time, per execution.
+
+    >>> dispatch_overhead_us(16000.0, 12000.0, 2000), dispatch_overhead_us(10.0, 12.0, 5), dispatch_overhead_us(1.0, 0.0, 0)
+    (2.0, 0.0, 0.0)
+    """
+    if executions <= 0:
+        return 0.0
+    return max(0.0, (step_us - op_time_us) / executions)
+
+
+def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[dict, dict, dict, tuple]:
+    """One step's per-node time sums, temp peaks and executions, and (every traced op's summed time, their
+    executions), the runtime's own nodes included; updates the output and persistent sizes."""
     times: dict[str, float] = {}
     temps: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    total, runs = 0.0, 0
     for dev in step_stats.dev_stats:
         for ns in dev.node_stats:
             name = ns.node_name
-            if name not in names:
-                continue
             if ns.op_end_rel_nanos or ns.op_start_rel_nanos:
                 dt = (ns.op_end_rel_nanos - ns.op_start_rel_nanos) / 1e3
             else:
                 dt = float(ns.op_end_rel_micros - ns.op_start_rel_micros)
+            total += max(dt, 0.0)
+            runs += 1
+            if name not in names:
+                continue
             times[name] = times.get(name, 0.0) + max(dt, 0.0)
+            counts[name] = counts.get(name, 0.0) + 1.0
             slots = out_bytes.setdefault(name, {})
             allocated = 0
             for o in ns.output:
@@ -227,7 +280,7 @@ def _read_step(step_stats, names, out_bytes: dict, persistent: dict) -> tuple[di
             p = ns.memory_stats.persistent_memory_size
             if p > persistent.get(name, 0):
                 persistent[name] = int(p)
-    return times, temps
+    return times, temps, counts, (total, runs)
 
 
 def _tensor_bytes(desc) -> int:

@@ -28,7 +28,7 @@ def _rate(bytes_per_us: float) -> str:
               help="Measure the cluster in this JSON spec (tasks started with `pardnn serve`).")
 @click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
 @click.option("--memory", metavar="SIZE", help="Memory per device to write into the cluster [default: unlimited].")
-@click.option("--sizes", default="4KiB,256KiB,2MiB,8MiB", show_default=True, metavar="LIST",
+@click.option("--sizes", default="4B,4KiB,256KiB,2MiB,8MiB", show_default=True, metavar="LIST",
               help="Transfer sizes to time on each link (at least two).")
 @click.option("--repeats", type=click.IntRange(1), default=7, show_default=True,
               help="Timed steps per measurement (the median is used).")
@@ -41,7 +41,9 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
                   repeats: int, timeout_s: float, as_json: bool) -> None:
     """Measure each device's speed and each link's latency and bandwidth; write a pardnn.cluster.
 
-    Speed: a fixed set of ops timed on every device, relative to device 0.
+    Speed: a fixed set of ops timed on every device, relative to device 0, in
+    five rounds; a device within the rounds' spread (or 5%) of device 0 gets
+    speed 1.
     Links: for each ordered pair, steps moving 1 and 4 tensors of each of
     --sizes, less the same steps kept on one device, fitted by least
     squares to overhead + count x (latency + bytes / bandwidth). The fit
@@ -98,21 +100,25 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
 
 def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning, timeout_s):
     from ..backend.tf_backend import cluster_target
-    from ..backend.tf_calibrate import calibrate
+    from ..backend.tf_calibrate import calibrate, process_cpu_s
     from ..backend.tf_cluster import LocalCluster, check_reachable, read_cluster_spec
-    from ..backend.tf_devices import map_devices
+    from ..backend.tf_devices import map_devices, parse_device
     from ..backend.tf_run import session_config
     from ..placement import Placement
     import numpy as np
 
-    def run(spec):
+    def run(spec, pids=None):
         k = devices or len(spec.tasks)
         dummy = Placement(np.zeros(1, dtype=np.int64), tuple(f"/device:GPU:{i}" for i in range(k)), "calibrate")
         check_reachable(spec)
         target = cluster_target(spec, dummy, device_kind)
         names = map_devices(dummy.devices, target)
+        cpu_seconds = None
+        if pids is not None:            # a local cluster: each device's server process is known
+            owner = [pids[parse_device(n).task or 0] for n in names]
+            cpu_seconds = lambda: [process_cpu_s(p) for p in owner]    # noqa: E731
         return calibrate(names, session_target=spec.target, config=session_config(isolate=True, timeout_s=timeout_s),
-                         memory_bytes=[mem] * k, **kw)
+                         memory_bytes=[mem] * k, cpu_seconds=cpu_seconds, **kw)
 
     if cluster_spec:
         return run(read_cluster_spec(cluster_spec))
@@ -120,16 +126,21 @@ def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinn
     per_task = -(-k // local_cluster)
     with LocalCluster(local_cluster, cpus_per_task=per_task, pinning=pinning, start_timeout_s=min(timeout_s, 180.0),
                       lifetime_s=timeout_s * 3) as lc:
-        return run(lc.spec)
+        return run(lc.spec, [p.pid for p in lc.processes])
 
 
 def _table(cal) -> str:
     c = cal.cluster
     w = max(len("device"), *(len(d) for d in cal.devices))
     lines = [f"calibrated {len(cal.devices)} device(s) in {cal.seconds:.1f} s",
-             f"{'device':<{w}}  {'op set':>10}  speed"]
-    for d, t, dev in zip(cal.devices, cal.device_times_us, c.devices):
-        lines.append(f"{d:<{w}}  {format_time(t):>10}  {dev.speed:.3f}")
+             f"{'device':<{w}}  {'op set':>10}  speed  measured"]
+    sf = cal.speed_fit
+    for i, (d, t, dev) in enumerate(zip(cal.devices, cal.device_times_us, c.devices)):
+        how = ""
+        if sf is not None and i:
+            how = (f"  {sf.measured[i]:.3f} +- {sf.noise[i]:.3f}" +
+                   (": device 0's speed within the noise" if sf.same[i] else ""))
+        lines.append(f"{d:<{w}}  {format_time(t):>10}  {dev.speed:.3f}{how}")
     pairs = [(a, b, f) for a, row in enumerate(cal.links) for b, f in enumerate(row) if f is not None]
     if pairs:
         lines.append("link (a -> b)    latency    bandwidth              step overhead  max residual")
@@ -139,8 +150,9 @@ def _table(cal) -> str:
                          f"({100 * f.relative_residual:.0f}% of the largest time)")
         cpu = [(a, b) for a, b, _ in pairs if c.links and c.links[a][b] and c.links[a][b].transfer_cpu_us is not None]
         if cpu:
-            lines.append("links between CPU tasks run on their cores: each end of a transfer takes half the fitted "
-                         "time, over a free link")
+            lines.append("links between CPU tasks run on their cores: each end of a transfer takes "
+                         + ("the CPU time measured in the tasks' processes" if cal.cpu_links is not None
+                            else "half the fitted time") + ", over a free link")
             for a, b in cpu:
                 link = c.links[a][b]
                 per_byte = (f" + bytes at {_rate(link.transfer_cpu_bytes_per_us)}"

@@ -606,3 +606,50 @@ def test_element_wise_ops_that_write_in_place_cost_what_tensorflow_allocates():
     assert abs(predicted - measured) <= 0.01 * measured
     plain = dataclasses.replace(g, edge_extra=())
     assert single_device_peak(plain) > 1.2 * measured
+
+
+def test_a_collapsed_loop_runs_after_all_its_inputs_and_before_its_outputs(lstm_model):
+    """With the back edges cut, control edges keep each loop's body between its Enters and its Exits: on one
+    device, no body op starts before every Enter has finished, and no Exit before the last body op (else a
+    recurrent layer's consumers would overlap with it, and its ``h @ U`` would run before its input)."""
+    from pardnn.frontends.tensorflow import loops
+    from pardnn.frontends.tensorflow.build import BACK_EDGE_SOURCES
+    from pardnn.cluster import Cluster
+    from pardnn.machine import simulate
+
+    g = to_opgraph(lstm_model, device_profile="cpu").graph
+    node_defs = {n.name: n for n in lstm_model.graph_def.node}
+    frame = loops.frames(g.names, node_defs, BACK_EDGE_SOURCES)
+    s = simulate(g, Cluster.homogeneous(1), np.zeros(g.num_nodes, dtype=np.int64), memory=False)
+    checked = 0
+    for f in {x for x in frame.values() if x}:
+        inside = [g.id(n) for n, x in frame.items() if x == f]
+        enters = [v for v in inside if g.ops[v] == "Enter"]
+        body = [v for v in inside if g.ops[v] not in ("Enter", "Const")]
+        exits = [v for v in range(g.num_nodes) if g.ops[v] == "Exit" and
+                 frame[node_defs[g.names[v]].input[0].split(":")[0]] == f]
+        assert enters and body and exits, f
+        assert s.start_us[body].min() >= s.finish_us[enters].max() - 1e-9, f
+        assert s.start_us[exits].min() >= s.finish_us[body].max() - 1e-9, f
+        checked += 1
+    assert checked == 2
+
+
+def test_fed_inputs_are_host_ops_on_device_zero(mlp_static):
+    """The client sends a fed tensor to device 0's task with the step: a Placeholder is pinned there."""
+    g = mlp_static.graph
+    feeds = [v for v in range(g.num_nodes) if g.ops[v] == "Placeholder"]
+    assert len(feeds) == 2
+    assert all(g.pinned[v] == 0 and (g.node_extra[v] or {}).get("host") for v in feeds)
+
+
+def test_profile_charges_the_executors_overhead_per_execution(mlp_profiled):
+    """Op times include the executor's overhead per execution, so they add up to an untraced step."""
+    g, prof = mlp_profiled.graph, mlp_profiled.profile
+    assert prof.op_overhead_us >= 0 and g.meta["profile_op_overhead_us"] == round(prof.op_overhead_us, 4)
+    assert len(prof.untraced_step_ms) == 3 and g.meta["profile_untraced_step_ms"]
+    assert set(prof.executions) == set(prof.time_us) and all(c == 1 for c in prof.executions.values())
+    # every op pays at least the overhead once
+    assert min(prof.time_us.values()) >= prof.op_overhead_us - 1e-9
+    total_ms = g.time_us.sum() / 1e3
+    assert 0.5 * min(prof.untraced_step_ms) <= total_ms <= 1.5 * max(prof.untraced_step_ms)
