@@ -16,7 +16,8 @@ from .placement import Placement
 from .progress import Progress
 
 METHOD = "pardnn"
-SEEDS = {"fast": {"schedulers": "heft+metis"}, "default": {}, "best": {"schedulers": "heft+etf+etf-rank+metis"}}
+SEEDS = {"fast": {"schedulers": "heft+cpop+metis"}, "default": {},
+         "best": {"schedulers": "heft+etf+etf-rank+cpop+metis"}}
 """The seed pass's options at each effort (``{}``: its defaults)."""
 
 

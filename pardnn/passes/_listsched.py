@@ -30,7 +30,11 @@ Two orders (``mode``):
 
 * `HEFT` (0): ops in decreasing upward rank (mean costs, `pardnn.machine.CostModel`;
   a topological order), each to the device where it finishes earliest
-  (ties: the lower device);
+  (ties: the lower device). ``cpop`` is this engine with CPOP's order and
+  preference (Topcuoglu et al. 2002): ready ops by decreasing upward plus
+  downward rank, and every op of the critical path (by mean costs) to the
+  fastest device, unless its unit is placed already (or, steered by memory,
+  that device lacks room);
 * `ETF` (1): among the ready ops (every predecessor placed), the (op, device)
   pair that starts earliest; ties by the larger static level (``etf``) or
   upward rank (``etf-rank``), then the lower op
@@ -72,9 +76,10 @@ import numpy as np
 from .._jit import leaf, njit
 
 HEFT, ETF = 0, 1
-MODES = {"heft": HEFT, "etf": ETF, "etf-rank": ETF}
+MODES = {"heft": HEFT, "etf": ETF, "etf-rank": ETF, "cpop": HEFT}
 """The schedulers by name: ``etf`` breaks ties by Hwang's static level (compute only, as the ``etf``
-baseline), ``etf-rank`` by HEFT's upward rank (communication included)."""
+baseline), ``etf-rank`` by HEFT's upward rank (communication included); ``cpop`` is HEFT's engine in CPOP's
+order, with the critical path preferring the fastest device."""
 
 
 # ---------------------------------------------------------------------------
@@ -177,6 +182,78 @@ def static_levels(g, cluster, a: ListSchedArrays) -> np.ndarray:
     from ..machine import average_time_us
 
     return upward_rank(a.topo, a.out_ptr, a.out_dst, np.zeros(a.out_dst.shape[0]), average_time_us(g, cluster))
+
+
+@njit
+def priority_order(topo, out_ptr, out_dst, indeg, prio):
+    """A topological order that always takes the ready op of the largest ``prio`` (ties: earlier in ``topo``):
+    CPOP's order. A binary heap of (-prio, position in ``topo``)."""
+    V = topo.shape[0]
+    pos = np.empty(V, dtype=np.int64)
+    for i in range(V):
+        pos[topo[i]] = i
+    left = indeg.copy()
+    hk = np.empty(V)
+    hp = np.empty(V, dtype=np.int64)
+    n = 0
+    out = np.empty(V, dtype=np.int64)
+    for v in range(V):
+        if left[v] == 0:
+            hk[n], hp[n] = -prio[v], pos[v]
+            i = n
+            n += 1
+            while i > 0:
+                j = (i - 1) // 2
+                if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
+                    break
+                hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
+                i = j
+    for k in range(V):
+        v = topo[hp[0]]
+        out[k] = v
+        n -= 1
+        hk[0], hp[0] = hk[n], hp[n]
+        i = 0
+        while True:
+            a, b, m = 2 * i + 1, 2 * i + 2, i
+            if a < n and (hk[a] < hk[m] or (hk[a] == hk[m] and hp[a] < hp[m])):
+                m = a
+            if b < n and (hk[b] < hk[m] or (hk[b] == hk[m] and hp[b] < hp[m])):
+                m = b
+            if m == i:
+                break
+            hk[i], hk[m], hp[i], hp[m] = hk[m], hk[i], hp[m], hp[i]
+            i = m
+        for e in range(out_ptr[v], out_ptr[v + 1]):
+            w = out_dst[e]
+            left[w] -= 1
+            if left[w] == 0:
+                hk[n], hp[n] = -prio[w], pos[w]
+                i = n
+                n += 1
+                while i > 0:
+                    j = (i - 1) // 2
+                    if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
+                        break
+                    hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
+                    i = j
+    return out
+
+
+def cpop_plan(g, cluster, a: ListSchedArrays, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CPOP's op order and each op's preferred device (the fastest for the critical path's ops, else -1)."""
+    from ..analysis import critical_path
+    from ..machine import CostModel
+
+    cm = CostModel.build(g, cluster)
+    ptr, eids = g.in_csr
+    down = upward_rank(a.topo[::-1].copy(), ptr.astype(np.int64), g.edge_src[eids].astype(np.int64),
+                       cm.c[eids].astype(np.float64), cm.w) - cm.w      # rank_d: the longest path into each op
+    order = priority_order(a.topo, a.out_ptr, a.out_dst, a.indeg, rank + down)
+    prefer = np.full(g.num_nodes, -1, dtype=np.int64)
+    _, path = critical_path(g, cm.w, cm.c)
+    prefer[np.asarray(path, dtype=np.int64)] = int(np.argmax(cluster.speed))
+    return order, prefer
 
 
 def heft_order(a: ListSchedArrays, rank: np.ndarray) -> np.ndarray:
@@ -425,11 +502,12 @@ def _charge(v, d, use_mem, first_of_unit, usage, unit_pers, u, port_ptr, held, i
 @njit
 def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port, in_bytes, c_ptr, c_src,
                   out_ptr, out_dst, indeg, port_owner, port_ptr, held, cons, out_total, temp, unit, unit_pin,
-                  unit_pers, unit_ptr, unit_mem, cap, use_mem):
+                  unit_pers, unit_ptr, unit_mem, cap, use_mem, prefer):
     """A device per op: ``(dev, start, finish)`` as the scheduler predicts them (see the module docstring).
 
     ``order`` is HEFT's op order (mode 0); ``prio`` the tie-break rank of ETF (mode 1, larger first).
-    ``unit_pin``: each unit's device or -1.
+    ``unit_pin``: each unit's device or -1. ``prefer`` (mode 0): each op's preferred device or -1, taken
+    when the op's unit is not placed yet (and, with ``use_mem``, the device has room).
     """
     V = time_us.shape[0]
     P = port_owner.shape[0]
@@ -464,6 +542,10 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             fixed = unit_dev[u]
             lo, hi = 0, K
             if fixed >= 0:
+                lo, hi = fixed, fixed + 1
+            elif prefer[v] >= 0 and (not use_mem or
+                                     usage[prefer[v]] + unit_pers[u] + out_total[v] + temp[v] <= cap[prefer[v]]):
+                fixed = prefer[v]
                 lo, hi = fixed, fixed + 1
             room_any = True
             if use_mem and fixed < 0:
@@ -692,10 +774,15 @@ def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedAr
         prio = level if level is not None else static_levels(g, cluster, a)
     else:
         prio = rank if rank is not None else ranks(g, cluster, a)
-    order = heft_order(a, prio) if m == HEFT else np.zeros(0, dtype=np.int64)
+    prefer = np.full(g.num_nodes, -1, dtype=np.int64)
+    if mode == "cpop":
+        order, prefer = cpop_plan(g, cluster, a, prio)
+    else:
+        order = heft_order(a, prio) if m == HEFT else np.zeros(0, dtype=np.int64)
     K = cluster.num_devices
     pins = np.where(g.unit_pin >= 0, np.minimum(g.unit_pin, K - 1), -1).astype(np.int64)
     return list_schedule(m, order, prio.astype(np.float64), K, cluster.speed, cluster.path_latency,
                          cluster.path_bandwidth, a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src,
                          a.out_ptr, a.out_dst, a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total,
-                         a.temp, a.unit, pins, a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory))
+                         a.temp, a.unit, pins, a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory),
+                         prefer)

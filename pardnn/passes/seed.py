@@ -44,10 +44,11 @@ STARTS = (*_listsched.MODES, "metis")
 class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
-    schedulers: str = "heft+etf+metis"
+    schedulers: str = "heft+etf+cpop+metis"
     """Starting plans to seed with, joined by ``+`` (a comma would end the option in a pipeline spec): the
     list schedulers ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops,
-    ties by static level) and ``etf-rank`` (ties by upward rank), all contention-aware
+    ties by static level), ``etf-rank`` (ties by upward rank) and ``cpop`` (HEFT's engine in CPOP's order, the
+    critical path on the fastest device), all contention-aware
     (`pardnn.passes._listsched`); and ``metis``, a balanced minimum-cut partition of the units
     (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut)."""
     memory: bool | str = "auto"

@@ -50,7 +50,7 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
                for e in EFFORTS}
     assert budgets["fast"] < budgets["default"] <= budgets["best"]
     assert default_spec(PardnnOptions(effort="fast")) == \
-        "slice,map,seed{schedulers=heft+metis},refine{effort=fast},memory,refine-mem{effort=fast},best"
+        "slice,map,seed{schedulers=heft+cpop+metis},refine{effort=fast},memory,refine-mem{effort=fast},best"
     with pytest.raises(ValueError, match="unknown effort 'hard'"):
         Refine(effort="hard")(g, free_links(2), PlanState(assignment=np.zeros(50, dtype=np.int64)))
 

@@ -18,7 +18,7 @@ from pardnn.pipeline import PlanState, parse_pipeline
 from ..helpers import tiny
 from .common import random_cases
 
-SCHEDULERS = [("heft", False), ("etf", False), ("heft", True), ("etf", True)]
+SCHEDULERS = [("heft", False), ("etf", False), ("cpop", False), ("heft", True), ("etf", True), ("cpop", True)]
 
 
 def legal_start(g, c, seed: int) -> np.ndarray:
@@ -72,7 +72,7 @@ def test_seed_keeps_the_best_start(case, seed, scale):
     s = simulate(g, c, out.assignment)
     assert out.makespan_us == pytest.approx(s.makespan_us)
     figures = out.stats["seed"]["starts"]
-    assert set(figures) >= {"incoming", "heft", "etf", "metis"}
+    assert set(figures) >= {"incoming", "heft", "etf", "cpop", "metis"}
     # the METIS start is the metis baseline's plan (m-metis's under memory limits)
     for label in ("metis",) if scale is None else ("metis", "m-metis"):
         base = simulate(g, c, PLACERS[label](g, c).assignment)
@@ -183,12 +183,35 @@ def test_seed_options_and_registry():
     out = seed(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     assert set(out.stats["seed"]["starts"]) == {"incoming", "etf"}
     with pytest.raises(ValueError, match="unknown scheduler"):
-        Seed(schedulers="cpop")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+        Seed(schedulers="sct")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     state, _ = p.run(g, c)
     assert rule_violations(g, state.assignment) == []
     one = Cluster.homogeneous(1)
     st1 = Seed()(g, one, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     assert st1.stats["seed"]["skipped"]
+
+
+def test_cpop_runs_the_critical_path_on_the_fastest_device_in_priority_order():
+    """A long chain (the critical path) and short side ops: CPOP puts the whole chain on the fast device, even its
+    first op, which HEFT's earliest-finish rule might send elsewhere; the order is topological and takes the
+    ready op of the larger upward + downward rank first."""
+    nodes = [(f"a{i}", 50, 10) for i in range(6)] + [(f"s{i}", 5, 10) for i in range(6)]
+    edges = [(f"a{i}", f"a{i + 1}") for i in range(5)] + [(f"a{i}", f"s{i}") for i in range(6)]
+    g = tiny(nodes, edges)
+    c = Cluster((Device("/device:GPU:0", speed=1.0), Device("/device:GPU:1", speed=2.0)), 25.0, 12000.0)
+    a = _listsched.prepare(g)
+    rank = _listsched.ranks(g, c, a)
+    order, prefer = _listsched.cpop_plan(g, c, a, rank)
+    chain = [g.id(f"a{i}") for i in range(6)] + [g.id("s5")]       # the critical path ends in the last side op
+    assert sorted(order.tolist()) == list(range(g.num_nodes))
+    pos = np.empty(g.num_nodes, dtype=np.int64)
+    pos[order] = np.arange(g.num_nodes)
+    assert all(pos[s] < pos[d] for s, d in zip(g.edge_src, g.edge_dst))        # topological
+    assert pos[g.id("a1")] < pos[g.id("s0")]                                  # the critical path first
+    assert set(np.flatnonzero(prefer >= 0).tolist()) == set(chain) and set(prefer[chain].tolist()) == {1}
+    dev, _, finish = _listsched.schedule(g, c, "cpop")
+    assert set(dev[chain].tolist()) == {1} and rule_violations(g, dev) == []
+    assert finish.max() <= simulate(g, c, dev).makespan_us + 1e-6
 
 
 def test_a_balanced_cut_of_two_towers_is_a_start():
