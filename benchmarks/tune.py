@@ -8,8 +8,8 @@ best or tied, the geomean and worst of ours / the best feasible baseline, and
 the time pardnn took. Cases and capacities are `pardnn.bench`'s.
 
 This is the tuning suite only (`pardnn.bench.suite("full")`: the peer graphs,
-the samples, synthetic Transformers). The held-out set (benchmarks/heldout/)
-is never read here.
+the samples, synthetic Transformers). The held-out sets (benchmarks/heldout/,
+benchmarks/heldout2/) are never read here.
 
 Run from the repository root::
 

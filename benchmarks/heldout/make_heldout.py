@@ -174,7 +174,12 @@ def synthetic_graph(n: int):
 # Building and freezing
 # ---------------------------------------------------------------------------
 
-def build_real(name: str, builder, steps: int) -> Path:
+def build_real(name: str, builder, steps: int, graphs_dir: Path = GRAPHS_DIR,
+               origin: str = "benchmarks/heldout/make_heldout.py", heldout: str = "issue 14") -> Path:
+    """Import ``builder``'s training step, profiled for ``steps`` steps, as ``graphs_dir/<name>.json.gz``.
+
+    ``origin`` and ``heldout`` only label the graph's metadata (held-out set v2 builds with this too).
+    """
     import keras
 
     from pardnn.frontends import FrontendOptions
@@ -189,16 +194,21 @@ def build_real(name: str, builder, steps: int) -> Path:
     t0 = time.perf_counter()
     imp = import_keras(model, loss, keras.optimizers.Adam(1e-3, name="adam"), batch,
                        options=FrontendOptions(name=name, profile_steps=steps))
-    meta = {"builder": f"benchmarks/heldout/make_heldout.py:{builder.__name__}", **cfg,
+    meta = {"builder": f"{origin}:{builder.__name__}", **cfg,
             "parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
             "profile_steps": steps, "keras": keras.__version__, "weights": "random (seed 0)",
-            "heldout": "issue 14: never tune on this graph"}
+            "heldout": f"{heldout}: never tune on this graph"}
     g = dataclasses.replace(imp.graph, meta={**imp.graph.meta, "model": meta})
-    path = save_graph(g, GRAPHS_DIR / f"{name}.json.gz")
+    path = save_graph(g, graphs_dir / f"{name}.json.gz")
     print(f"{name}: {g.num_nodes} nodes, {g.num_edges} edges, {len(g.group_names)} groups, "
           f"compute {g.time_us.sum() / 1e3:.1f} ms, peak {single_device_peak(g) / 2**20:.1f} MiB, "
           f"{path.stat().st_size / 1e3:.0f} kB, {time.perf_counter() - t0:.1f} s", flush=True)
     return path
+
+
+def synthetic_from_label(label: str):
+    """The generated graph of a ``synthetic:<name>`` line of SHA256SUMS (check_frozen and run_heldout)."""
+    return synthetic_graph(int(label.split("-")[-1].rstrip("k")) * 1000)
 
 
 def sha256_file(path: Path) -> str:

@@ -5,6 +5,7 @@ Run from the repository root (under ``nice``; the full set takes long)::
     python benchmarks/heldout/run_heldout.py                          # every graph, K = 2, 4, 8, loose + tight
     python benchmarks/heldout/run_heldout.py --max-nodes 50000        # skip the largest graphs
     python benchmarks/heldout/run_heldout.py --rows out.jsonl --resume  # keep going after an interruption
+    python benchmarks/heldout/run_heldout.py --set heldout2 --rows v2.jsonl  # held-out set v2 (benchmarks/heldout2/)
 
 Cases, capacities, cluster and scoring are `pardnn.bench`'s (``regime_capacity``,
 ``minimum_need``, ``bench_cluster``, ``place_and_score``), so the numbers
@@ -33,8 +34,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-from check_frozen import read_sums  # noqa: E402
-from make_heldout import SUMS, sha256_file, synthetic_graph, synthetic_name  # noqa: E402
+from check_frozen import SETS, load_set, read_sums  # noqa: E402
+from make_heldout import SUMS, sha256_file, synthetic_graph, synthetic_name  # noqa: E402,F401
 
 from pardnn.bench import bench_cluster, minimum_need, place_and_score, regime_capacity  # noqa: E402
 from pardnn.ir import load_graph, save_graph  # noqa: E402
@@ -46,21 +47,22 @@ except ImportError:  # pragma: no cover - after a refactor the registry may live
     from pardnn.api import DEFAULT_METHOD, method_names  # type: ignore
 
 
-def load_frozen(digest: str, label: str, check: bool):
-    """The held-out graph of one SHA256SUMS line, verified against its frozen digest."""
+def load_frozen(digest: str, label: str, check: bool, heldout=None):
+    """The graph of one SHA256SUMS line of set ``heldout`` (a `load_set` module; v1 by default), verified."""
+    heldout = heldout or load_set()
     if label.startswith("synthetic:"):
         n = int(label.split("-")[-1].rstrip("k")) * 1000
-        g = synthetic_graph(n)
+        g = heldout.synthetic_graph(n)
         if check:
             with tempfile.TemporaryDirectory() as d:
-                got = sha256_file(save_graph(g, Path(d) / f"{synthetic_name(n)}.json"))
+                got = sha256_file(save_graph(g, Path(d) / f"{heldout.synthetic_name(n)}.json"))
     else:
-        path = HERE / label
+        path = heldout.HERE / label
         got = sha256_file(path) if check else digest
         g = load_graph(path)
     if check and got != digest:
         raise SystemExit(f"{label}: SHA-256 {got} differs from the frozen {digest}: not the held-out set "
-                         "(see benchmarks/heldout/README.md)")
+                         f"(see {heldout.HERE.relative_to(HERE.parents[1])}/README.md)")
     return g
 
 
@@ -123,7 +125,8 @@ def run(args) -> list[dict]:
         done = {(r["graph"], r["k"], r["regime"], r["method"]) for r in rows}
     elif out:
         out.write_text("")
-    for digest, label in read_sums(Path(args.sums) if args.sums else SUMS):
+    heldout = load_set(args.set)
+    for digest, label in read_sums(Path(args.sums) if args.sums else heldout.SUMS):
         name = graph_name(label)
         if args.only and not any(s in name for s in args.only.split(",")):
             continue
@@ -131,7 +134,7 @@ def run(args) -> list[dict]:
             print(f"{name}: skipped (--skip)", flush=True)
             continue
         t0 = time.perf_counter()
-        g = load_frozen(digest, label, not args.no_check)
+        g = load_frozen(digest, label, not args.no_check, heldout)
         if args.max_nodes and g.num_nodes > args.max_nodes:
             print(f"{name}: {g.num_nodes} ops > --max-nodes {args.max_nodes}, skipped", flush=True)
             continue
@@ -227,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--effort", choices=["fast", "default", "best"], help="pardnn's --effort (default: its default)")
     ap.add_argument("--baseline-rows", help="take the baselines' rows from this file (theirs do not change when "
                     "pardnn does); --rows then holds pardnn's")
+    ap.add_argument("--set", default="heldout", choices=SETS, help="which held-out set (default: v1, heldout)")
     ap.add_argument("--sums", help="another checksum list (to try this script on graphs outside the set)")
     ap.add_argument("--no-check", action="store_true", help="do not verify the graphs against SHA256SUMS")
     args = ap.parse_args(argv)
