@@ -113,8 +113,8 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     return Placement(assigned, tuple(devices), graph_name, predicted, meta)
 
 
-def check_batch_size(made: Any, batch_size: int | None, where: str) -> None:
-    """Refuse to run a placement made for one ``--batch-size`` with another.
+def check_batch_size(made: Any, batch_size: int | None, where: str, doing: str = "run") -> None:
+    """Refuse to run (or rewrite, ``doing="rewrite"``) a placement made for one ``--batch-size`` with another.
 
     ``made`` is the placement's recorded ``batch_size`` (None: not recorded,
     nothing to check). Its tensor sizes, so its memory and times, were
@@ -122,8 +122,8 @@ def check_batch_size(made: Any, batch_size: int | None, where: str) -> None:
     """
     if made is not None and made != batch_size:
         given = f"--batch-size {batch_size}" if batch_size is not None else "no --batch-size"
-        raise InputError(f"{where}: the placement was made with --batch-size {made}, but this run has {given}; "
-                         f"run with --batch-size {made}, or partition again for the batch you want")
+        raise InputError(f"{where}: the placement was made with --batch-size {made}, but this {doing} has {given}; "
+                         f"{doing} with --batch-size {made}, or partition again for the batch you want")
 
 
 MAX_DEVICES = 4096

@@ -168,6 +168,8 @@ def rewrite(model: str | Path, placement: str | Path | Placement, output: str | 
     spec = read_cluster_spec(cluster_spec) if cluster_spec else None
     imp = import_tensorflow(model, opts)
     pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
+    check_batch_size(pl.meta.get("batch_size"), opts.batch_size, str(placement if not isinstance(
+        placement, Placement) else model), doing="rewrite")
     target = target_for(pl, device_kind, tasks, spec)
     devices = map_devices(pl.devices, target)
     assignment = assign_devices(imp.graph, pl, devices)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 import numpy as np
 
 from ..analysis import critical_path
 from ..machine import single_device_peak
 from ..units import format_bytes, format_time
-from .options import echo_json, frontend_options, make_frontend_options, read_input
+from .options import echo_json, frontend_flags, frontend_options, make_frontend_options, read_input
 
 
 @click.command()
@@ -83,4 +85,8 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
         click.echo("largest colocation groups:")
         for item in summary["largest_groups"]:
             click.echo(f"  {item['ops']:>6} ops  {format_bytes(item['persistent_bytes']):>11}  {item['name']}")
-    click.echo(f"next: pardnn plan {graph} --memory SIZE: how many devices it needs, and the speedup of each count")
+    # the same input flags, so that the line runs as printed (a .keras or ONNX model needs its --batch-size)
+    same_input = " ".join(shlex.quote(w) for w in [graph, *frontend_flags(fmt, signature, profile_steps, batch_size,
+                                                                          dims, device_profile, keep_unexecuted)])
+    click.echo(f"next: pardnn plan {same_input} --memory SIZE: how many devices it needs, and the speedup of each "
+               f"count")

@@ -165,6 +165,31 @@ def frontend_options(f):
     return f
 
 
+def frontend_flags(fmt=None, signature=None, profile_steps=0, batch_size=None, dims=(), device_profile="h100",
+                   keep_unexecuted=False) -> list[str]:
+    """The `frontend_options` flags given, as command-line words (for a command to suggest on the same input).
+
+    >>> frontend_flags(batch_size=2, dims=("seq=32",))
+    ['--batch-size', '2', '--dim', 'seq=32']
+    """
+    words: list[str] = []
+    if fmt:
+        words += ["--format", fmt]
+    if signature:
+        words += ["--signature", signature]
+    if profile_steps:
+        words += ["--profile", str(profile_steps)]
+    if batch_size is not None:
+        words += ["--batch-size", str(batch_size)]
+    for d in dims:
+        words += ["--dim", d]
+    if device_profile != "h100":
+        words += ["--device-profile", device_profile]
+    if keep_unexecuted:
+        words.append("--keep-unexecuted")
+    return words
+
+
 def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size=None, dims=(),
                           device_profile="h100", keep_unexecuted=False) -> FrontendOptions:
     parsed = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -39,8 +40,8 @@ def _speedup(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
-def plan_table(plan: DevicePlan) -> str:
-    """The plan as the command prints it."""
+def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str | None = None) -> str:
+    """The plan as the command prints it; ``read_seconds``: the time reading ``model`` took before the plan."""
     mem = plan.memory_text()
     fit_head = f"fits {mem}" if mem != "unlimited memory" else "fits"
     lines = [f"{plan.graph}: {plan.nodes:,} ops, {mem} per device, pardnn at --effort {plan.settings.effort}",
@@ -77,7 +78,11 @@ def plan_table(plan: DevicePlan) -> str:
     if plan.settings.search:
         lines.append(f"smallest memory: bisection to {100 * plan.settings.rel_tol:g}% with --effort {SEARCH_EFFORT} "
                      f"probes; step there: a --effort {plan.settings.effort} placement at that memory")
-    lines.append(f"took {plan.seconds:.1f} s ({plan.placements} placements)")
+    if read_seconds is None:
+        lines.append(f"took {plan.seconds:.1f} s ({plan.placements} placements)")
+    else:       # the whole command's time, as the user waits for it: reading a framework model can take a while
+        lines.append(f"took {read_seconds + plan.seconds:.1f} s: {read_seconds:.1f} s reading {model}, "
+                     f"{plan.seconds:.1f} s for {plan.placements} placements")
     return "\n".join(lines)
 
 
@@ -148,15 +153,17 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
         cluster = build_cluster(None, max(counts), None if memory is None else str(memory),
                                 None if speed is None else str(speed), bandwidth, latency, "/device:GPU:")
     progress = ctx.obj["progress"]
+    t0 = time.perf_counter()
     with progress.stage(f"reading {model}"):
         g = read_input(model, fmt, make_frontend_options(None, signature, profile_steps, batch_size, dims,
                                                           device_profile, keep_unexecuted))
+    read_seconds = time.perf_counter() - t0
     result = plan_devices(g, cluster, PlanSettings(counts=counts, effort=effort, rel_tol=tolerance, search=search),
                           progress=progress)
     if as_json:
-        echo_json(result.to_dict())
+        echo_json({**result.to_dict(), "read_seconds": read_seconds})
     else:
-        click.echo(plan_table(result))
+        click.echo(plan_table(result, read_seconds, model))
     if plot_path:
         # the command line, when this is the pardnn program (not the API or a test runner)
         command = ("pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:])

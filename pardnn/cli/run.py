@@ -295,7 +295,7 @@ def run_json(d: dict) -> str:
     return head + '\n  "measured_timeline": ' + json.dumps(d["measured_timeline"], separators=(",", ":")) + "\n}"
 
 
-def _check_batch_size(placement: str, batch_size) -> None:
+def _check_batch_size(placement: str, batch_size, doing: str = "run") -> None:
     """Fail fast, before the model's import: the backends check again after loading the placement."""
     from ..fileio import read_json
     from ..placement import check_batch_size
@@ -303,7 +303,7 @@ def _check_batch_size(placement: str, batch_size) -> None:
         made = read_json(placement).get("batch_size")
     except (OSError, ValueError, AttributeError, InputError):
         return          # an unreadable placement is reported by the backend, with its own message
-    check_batch_size(made, batch_size, placement)
+    check_batch_size(made, batch_size, placement, doing)
 
 
 @click.command(name="rewrite")
@@ -344,6 +344,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
     check_writable(output, directory_ok=True)
     if tasks and cluster_spec:
         raise click.UsageError("--tasks and --cluster-spec cannot be combined")
+    _check_batch_size(placement, batch_size, "rewrite")
     if importlib.util.find_spec("tensorflow") is None:
         raise MissingDependencyError(f"{model}: pardnn rewrite needs the 'tf' extra (pip install 'pardnn[tf]')")
     from ..backend.tf_backend import rewrite

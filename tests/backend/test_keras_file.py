@@ -43,6 +43,15 @@ def _mlp(compiled: bool = True):
     return m
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_keras_names():
+    """Keras numbers layer and optimizer names per process; leave the counters as other modules expect them
+    (tests/frontends/test_tensorflow.py names ``adam/...`` slots, and fails after this module without it)."""
+    keras.backend.clear_session()
+    yield
+    keras.backend.clear_session()
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("keras")
@@ -125,6 +134,28 @@ def test_partition_run_and_rewrite_a_keras_file(files, fit_loss, tmp_path):
         (out_key,) = sig.outputs
         placed = [float(sess.run(sig.outputs[out_key].name, feeds)) for _ in range(3)]
     np.testing.assert_allclose(placed, losses[:3], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("command", ["run", "rewrite"])
+@pytest.mark.parametrize("given", [None, BATCH // 2])
+def test_run_and_rewrite_refuse_another_batch_size(files, tmp_path, command, given):
+    """A placement made at one --batch-size is refused by run and by rewrite at another: one line naming both,
+    exit 3, and nothing written."""
+    path, placement, out = files / "mlp.keras", tmp_path / "p.json", tmp_path / "placed"
+    res = CliRunner().invoke(cli, ["-q", "partition", str(path), "--batch-size", str(BATCH), "--devices", "2",
+                                   "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    args = [command, path, placement] + (["-o", out] if command == "rewrite" else ["--steps", 1])
+    if given is not None:
+        args += ["--batch-size", given]
+    proc = _pardnn(*args)
+    assert proc.returncode == EXIT_INPUT, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    has = f"--batch-size {given}" if given is not None else "no --batch-size"
+    assert len(lines) == 1 and lines[0] == (
+        f"pardnn: error: {placement}: the placement was made with --batch-size {BATCH}, but this {command} has "
+        f"{has}; {command} with --batch-size {BATCH}, or partition again for the batch you want"), proc.stderr
+    assert proc.stdout == "" and not out.exists()
 
 
 def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import sys
 
 import pytest
@@ -50,7 +52,7 @@ def test_plan_json(gnmt_plan):
     for prev, r in zip(rows[1:], rows[2:]):
         assert r["search_upper_bytes"] <= prev["min_memory_bytes"]
         assert r["search_lower_bytes"] >= r["lower_bound_bytes"]
-    assert d["placements"] == sum(r["placements"] for r in rows) and d["seconds"] > 0
+    assert d["placements"] == sum(r["placements"] for r in rows) and d["seconds"] > 0 and d["read_seconds"] > 0
 
 
 def test_the_smallest_memory_found_fits_with_partition(tmp_path, gnmt_plan):
@@ -72,7 +74,11 @@ def test_plan_table_fit_and_no_fit():
     assert list(table) == ["1", "2", "4"]
     assert table["1"][1] == "no" and table["2"][1] == "no" and table["4"][1] == "yes"
     assert "fewest devices that fit: K=4" in r.stdout
-    assert lines[-1].startswith("took ") and lines[-1].endswith(" placements)")
+    # the whole command's time, reading the input included (a framework model takes seconds to read)
+    assert re.fullmatch(rf"took [0-9.]+ s: [0-9.]+ s reading {re.escape(str(GNMT))}, [0-9.]+ s for \d+ placements",
+                        lines[-1]), lines[-1]
+    total, read, placing = (float(x) for x in re.findall(r"([0-9.]+) s", lines[-1]))
+    assert total == pytest.approx(read + placing, abs=0.11)
     # 100 MiB is under every count's lower bound: nothing fits, and it says what the least memory is
     r = run("plan", GNMT, "--memory", "100MiB", "--devices", "2", "--no-search", "--json")
     assert r.exit_code == 0, r.output
@@ -131,3 +137,17 @@ def test_info_points_to_plan():
     r = run("info", GNMT)
     assert r.exit_code == 0
     assert r.stdout.splitlines()[-1].startswith(f"next: pardnn plan {GNMT} --memory SIZE")
+
+
+def test_the_plan_info_suggests_runs_as_printed():
+    """A model with dynamic dimensions needs its input flags again: the suggested line keeps them, and runs."""
+    pytest.importorskip("onnx")
+    model = SAMPLES / "onnx_gpt_tiny.onnx"
+    r = run("info", model, "--batch-size", "2", "--dim", "seq=32")
+    assert r.exit_code == 0, r.output
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith(f"next: pardnn plan {model} --batch-size 2 --dim seq=32 --memory SIZE:"), last
+    argv = shlex.split(last.removeprefix("next: pardnn ").split(":")[0].replace("SIZE", "1GiB"))
+    r = run(*argv, "--devices", "1..2", "--no-search")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("gpt-tiny: ")
