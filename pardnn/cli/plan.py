@@ -68,8 +68,9 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
     if fitting:
         fewest = fitting[0]
         fastest = max(fitting, key=lambda r: (r.speedup, -r.k))
-        lines.append(f"fewest devices that fit: K={fewest.k} ({_speedup(fewest.speedup)}); "
-                     f"fastest: K={fastest.k} ({_speedup(fastest.speedup)})")
+        best = (f"fastest: K={fastest.k} ({_speedup(fastest.speedup)})" if fastest.speedup > 1.0 else
+                "no count is faster than one device")
+        lines.append(f"fewest devices that fit: K={fewest.k} ({_speedup(fewest.speedup)}); {best}")
     elif plan.settings.search:
         found = [r for r in plan.rows if r.min_memory_bytes is not None]
         lines.append("no device count fits " + mem + (

@@ -151,3 +151,16 @@ def test_the_plan_info_suggests_runs_as_printed():
     r = run(*argv, "--devices", "1..2", "--no-search")
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("gpt-tiny: ")
+
+
+def test_a_chain_gains_from_no_count_and_the_table_says_so(tmp_path):
+    """A chain of ops has nothing to run side by side: no count is called fastest when none beats one device."""
+    from pardnn.ir import save_graph
+
+    from ..helpers import tiny
+
+    g = tiny([(f"n{i}", 100, 10**6) for i in range(8)], [(f"n{i}", f"n{i + 1}") for i in range(7)])
+    path = save_graph(g, tmp_path / "chain.json")
+    r = run("plan", path, "--devices", "1..3", "--no-search")
+    assert r.exit_code == 0, r.output
+    assert "no count is faster than one device" in r.stdout and "fastest:" not in r.stdout
