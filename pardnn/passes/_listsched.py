@@ -184,6 +184,20 @@ def static_levels(g, cluster, a: ListSchedArrays) -> np.ndarray:
     return upward_rank(a.topo, a.out_ptr, a.out_dst, np.zeros(a.out_dst.shape[0]), average_time_us(g, cluster))
 
 
+@leaf
+def _heap_push(hk, hp, n, key, p):
+    """Push (key, p) onto the min-heap of the first ``n`` entries of ``hk``/``hp`` (ties: the smaller ``p``)."""
+    hk[n], hp[n] = key, p
+    i = n
+    while i > 0:
+        j = (i - 1) // 2
+        if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
+            break
+        hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
+        i = j
+    return n + 1
+
+
 @njit
 def priority_order(topo, out_ptr, out_dst, indeg, prio):
     """A topological order that always takes the ready op of the largest ``prio`` (ties: earlier in ``topo``):
@@ -199,15 +213,7 @@ def priority_order(topo, out_ptr, out_dst, indeg, prio):
     out = np.empty(V, dtype=np.int64)
     for v in range(V):
         if left[v] == 0:
-            hk[n], hp[n] = -prio[v], pos[v]
-            i = n
-            n += 1
-            while i > 0:
-                j = (i - 1) // 2
-                if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
-                    break
-                hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
-                i = j
+            n = _heap_push(hk, hp, n, -prio[v], pos[v])
     for k in range(V):
         v = topo[hp[0]]
         out[k] = v
@@ -228,15 +234,7 @@ def priority_order(topo, out_ptr, out_dst, indeg, prio):
             w = out_dst[e]
             left[w] -= 1
             if left[w] == 0:
-                hk[n], hp[n] = -prio[w], pos[w]
-                i = n
-                n += 1
-                while i > 0:
-                    j = (i - 1) // 2
-                    if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
-                        break
-                    hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
-                    i = j
+                n = _heap_push(hk, hp, n, -prio[w], pos[w])
     return out
 
 
