@@ -60,7 +60,7 @@ from .shapes import (TensorInfo, format_shape, import_graph, static_tensor_info,
 
 log = logging.getLogger("pardnn.frontends.tensorflow")
 
-BACK_EDGE_SOURCES = frozenset({"NextIteration", "RefNextIteration"})
+BACK_EDGE_SOURCES = loops.NEXT_OPS
 FORWARDING_OPS = frozenset({"Identity", "Snapshot", "StopGradient", "PreventGradient", "CheckNumerics",
                             "EnsureShape", "Reshape", "Squeeze", "ExpandDims", "PlaceholderWithDefault",
                             "DebugIdentity", "DebugIdentityV2"})
@@ -232,7 +232,7 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
                     "summed over the iterations" if prof else "multiplied by the loop's trip count")
     b.meta = _meta(model, prof, device_profile, batch_size, cut, unprofiled)
     g = topologically_sorted(b.build())
-    if back_edges or any(node_defs[n].op in ("Enter", "RefEnter") for n in names):
+    if back_edges or any(node_defs[n].op in loops.ENTER_OPS for n in names):
         g = _scale_loops(g, node_defs, info, graph, scale=prof is None)
     floating = [any(t.dtype.base_dtype.is_floating for t in info[n]) for n in g.names]
     phases = label_phases(g, floating, [model.extra_meta["optimizer"]] if model.extra_meta.get("optimizer") else [])

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ._tf import tf
-from .loops import SEP
+from .loops import SEP, loop_of
 from .model import parse_input
 
 HOST_DEVICE = 0
@@ -80,7 +80,6 @@ _EXEMPT_CONSUMERS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable", "_VarHandlesOp"})
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
 """Sources TensorFlow evaluates every step at no cost: they join their readers (module docstring)."""
-_EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def is_host_only(op: "tf.Operation") -> bool:
@@ -190,10 +189,7 @@ def _join_loops(uf: _UnionFind, names: Sequence[str], node_defs: dict, frames: M
     """Join every op of a loop frame, nested frames included, into its outermost frame's set."""
     first: dict[str, int] = {}
     for i, name in enumerate(names):
-        path = frames.get(name, "")
-        if node_defs[name].op in _EXIT_OPS:     # `loops.frames` puts an Exit outside; it belongs to its loop
-            src = next((parse_input(r)[0] for r in node_defs[name].input if not parse_input(r)[2]), None)
-            path = frames.get(src, "") if src is not None else path
+        path = loop_of(name, node_defs, frames)     # an Exit belongs to the loop it leaves
         if not path:
             continue
         outer = path.split(SEP)[0]

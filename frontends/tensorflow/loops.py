@@ -24,6 +24,11 @@ from .shapes import TensorInfo
 ROOT = ""
 SEP = " > "
 """Separates nested frames in a frame path (frame names themselves contain ``/``)."""
+ENTER_OPS = frozenset({"Enter", "RefEnter"})
+MERGE_OPS = frozenset({"Merge", "RefMerge"})
+NEXT_OPS = frozenset({"NextIteration", "RefNextIteration"})
+"""The sources of a loop's back edges."""
+EXIT_OPS = frozenset({"Exit", "RefExit"})
 
 
 def frames(order: Sequence[str], node_defs: Mapping, back_edge_sources: frozenset[str]) -> dict[str, str]:
@@ -37,10 +42,10 @@ def frames(order: Sequence[str], node_defs: Mapping, back_edge_sources: frozense
         first = next((parse_input(r)[0] for r in nd.input
                       if node_defs[parse_input(r)[0]].op not in back_edge_sources), None)
         outer = frame.get(first, ROOT) if first is not None else ROOT
-        if nd.op in ("Enter", "RefEnter"):
+        if nd.op in ENTER_OPS:
             inner = nd.attr["frame_name"].s.decode()
             frame[name] = f"{outer}{SEP}{inner}" if outer else inner
-        elif nd.op in ("Exit", "RefExit"):
+        elif nd.op in EXIT_OPS:
             frame[name] = outer.rpartition(SEP)[0] if SEP in outer else ROOT
         else:
             frame[name] = outer
@@ -56,7 +61,7 @@ def trip_counts(frame: Mapping[str, str], node_defs: Mapping, info: Mapping[str,
     trips: dict[str, int | None] = {f: None for f in set(frame.values()) if f != ROOT}
     for name, f in frame.items():
         nd = node_defs[name]
-        if nd.op not in ("Enter", "RefEnter") or not nd.input:
+        if nd.op not in ENTER_OPS or not nd.input:
             continue
         src, port, _ = parse_input(nd.input[0])
         op = node_defs[src].op
@@ -99,10 +104,14 @@ def multiplier(frame_path: str, trips: Mapping[str, int | None]) -> int:
     return m
 
 
-ENTER_OPS = frozenset({"Enter", "RefEnter"})
-MERGE_OPS = frozenset({"Merge", "RefMerge"})
-NEXT_OPS = frozenset({"NextIteration", "RefNextIteration"})
-EXIT_OPS = frozenset({"Exit", "RefExit"})
+
+def loop_of(name: str, node_defs: Mapping, frame: Mapping[str, str]) -> str:
+    """The frame path of the loop ``name`` belongs to: its own, or for an ``Exit`` (which `frames` puts
+    outside) the loop it leaves, that of its data input."""
+    if node_defs[name].op in EXIT_OPS:
+        src = next((parse_input(r)[0] for r in node_defs[name].input if not parse_input(r)[2]), None)
+        return frame.get(src, ROOT) if src is not None else frame.get(name, ROOT)
+    return frame.get(name, ROOT)
 
 
 def order_edges(names: Sequence[str], node_defs: Mapping, frame: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -122,18 +131,13 @@ def order_edges(names: Sequence[str], node_defs: Mapping, frame: Mapping[str, st
     merges: dict[str, list[str]] = {}
     nexts: dict[str, list[str]] = {}
     exits: dict[str, list[str]] = {}
+    kinds = ((ENTER_OPS, enters), (MERGE_OPS, merges), (NEXT_OPS, nexts), (EXIT_OPS, exits))
     for name in names:
         op = node_defs[name].op
-        if op in ENTER_OPS:
-            enters.setdefault(frame.get(name, ROOT), []).append(name)
-        elif op in MERGE_OPS:
-            merges.setdefault(frame.get(name, ROOT), []).append(name)
-        elif op in NEXT_OPS:
-            nexts.setdefault(frame.get(name, ROOT), []).append(name)
-        elif op in EXIT_OPS:
-            src = next((parse_input(r)[0] for r in node_defs[name].input if not parse_input(r)[2]), None)
-            if src is not None:
-                exits.setdefault(frame.get(src, ROOT), []).append(name)
+        for ops, by_frame in kinds:
+            if op in ops:
+                by_frame.setdefault(loop_of(name, node_defs, frame), []).append(name)
+                break
     edges: list[tuple[str, str]] = []
     for f in sorted(set(merges) | set(exits)):
         if f == ROOT:

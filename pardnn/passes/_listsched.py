@@ -184,57 +184,32 @@ def static_levels(g, cluster, a: ListSchedArrays) -> np.ndarray:
     return upward_rank(a.topo, a.out_ptr, a.out_dst, np.zeros(a.out_dst.shape[0]), average_time_us(g, cluster))
 
 
-@leaf
-def _heap_push(hk, hp, n, key, p):
-    """Push (key, p) onto the min-heap of the first ``n`` entries of ``hk``/``hp`` (ties: the smaller ``p``)."""
-    hk[n], hp[n] = key, p
-    i = n
-    while i > 0:
-        j = (i - 1) // 2
-        if hk[j] < hk[i] or (hk[j] == hk[i] and hp[j] < hp[i]):
-            break
-        hk[i], hk[j], hp[i], hp[j] = hk[j], hk[i], hp[j], hp[i]
-        i = j
-    return n + 1
-
-
 @njit
 def priority_order(topo, out_ptr, out_dst, indeg, prio):
     """A topological order that always takes the ready op of the largest ``prio`` (ties: earlier in ``topo``):
-    CPOP's order. A binary heap of (-prio, position in ``topo``)."""
+    CPOP's order. One row of the schedulers' heaps (`_push`, `_pop`), keyed by (-prio, position in ``topo``)."""
     V = topo.shape[0]
     pos = np.empty(V, dtype=np.int64)
     for i in range(V):
         pos[topo[i]] = i
     left = indeg.copy()
-    hk = np.empty(V)
-    hp = np.empty(V, dtype=np.int64)
+    T = np.empty((1, max(V, 1)))
+    Q = np.empty((1, max(V, 1)))
+    I = np.empty((1, max(V, 1)), dtype=np.int64)
     n = 0
     out = np.empty(V, dtype=np.int64)
     for v in range(V):
         if left[v] == 0:
-            n = _heap_push(hk, hp, n, -prio[v], pos[v])
+            n = _push(T, Q, I, 0, n, -prio[v], pos[v], v)
     for k in range(V):
-        v = topo[hp[0]]
+        v = I[0, 0]
         out[k] = v
-        n -= 1
-        hk[0], hp[0] = hk[n], hp[n]
-        i = 0
-        while True:
-            a, b, m = 2 * i + 1, 2 * i + 2, i
-            if a < n and (hk[a] < hk[m] or (hk[a] == hk[m] and hp[a] < hp[m])):
-                m = a
-            if b < n and (hk[b] < hk[m] or (hk[b] == hk[m] and hp[b] < hp[m])):
-                m = b
-            if m == i:
-                break
-            hk[i], hk[m], hp[i], hp[m] = hk[m], hk[i], hp[m], hp[i]
-            i = m
+        n = _pop(T, Q, I, 0, n)
         for e in range(out_ptr[v], out_ptr[v + 1]):
             w = out_dst[e]
             left[w] -= 1
             if left[w] == 0:
-                n = _heap_push(hk, hp, n, -prio[w], pos[w])
+                n = _push(T, Q, I, 0, n, -prio[w], pos[w], w)
     return out
 
 
