@@ -48,6 +48,10 @@ HEURISTICS = ("auto", "knapsack", "residual")
 SPLIT_AFTER_STUCK = 2
 """Rounds in a row without less overflow, after which the worst device's run is split at its peak."""
 GIVE_UP_AFTER_STUCK = 4
+BOUND_SLACK = 1.5
+"""A repair stops once its plan's step is this many times the fastest fitting candidate's: the memory-aware
+refinement after step 2 wins back up to about a third of a step (tuning suite: nasnetalarge K=8 tight,
+463 -> 334 ms), so a candidate within that may still end first."""
 """Rounds in a row without less overflow, after which the repair stops (the best plan seen is kept)."""
 
 
@@ -116,9 +120,9 @@ def _comm_sums(units: _Units, A: np.ndarray, dev: np.ndarray, u: int) -> tuple[n
     return A[mem].T.copy().sum(axis=1), int(dev[mem[0]])
 
 
-def level_at(s: Schedule, device: int, t: float) -> float:
-    """Memory held on ``device`` at time ``t`` (persistent included)."""
-    times, level = s.timeline(device)
+def _level(timeline: tuple[np.ndarray, np.ndarray], t: float) -> float:
+    """Memory held at time ``t`` on the device whose `Schedule.timeline` this is (persistent included)."""
+    times, level = timeline
     i = int(np.searchsorted(times, t, side="right")) - 1
     return float(level[max(i, 0)])
 
@@ -139,6 +143,7 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
     taken = set()
+    lines = None         # each device's memory timeline, made once
     for d in np.argsort(-over, kind="stable").tolist():
         if over[d] <= 0:
             break
@@ -150,7 +155,9 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
         if cand.size > max_candidates:   # keep the most promising by bytes per unit of work
             score = pot[cand] / (units.work[cand] + 1.0)
             cand = np.sort(cand[np.argsort(-score, kind="stable")[:max_candidates]])
-        room_t = np.array([cap[e] - level_at(s, e, t) for e in range(K)])
+        if lines is None:
+            lines = [s.timeline(e) for e in range(K)]
+        room_t = np.array([cap[e] - _level(lines[e], t) for e in range(K)])
         scored = []
         for u in cand.tolist():
             if u in taken:
@@ -252,12 +259,125 @@ def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tup
     return [(int(u), e) for u in np.unique(g.unit[later]).tolist() if not pinned[u]]
 
 
+class _Stages:
+    """Units in stage order (by `pardnn.analysis.layer_anchors`, or ``order``), and the assignment a list
+    of cuts gives: device ``devices[i]`` (the fastest first) gets units ``[ends[i-1], ends[i])``, the last
+    device the rest; pinned units stay on their pins."""
+
+    def __init__(self, g: OpGraph, cluster: Cluster, order: np.ndarray | None = None):
+        order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
+        units_in_order = g.unit[order]
+        _, first = np.unique(units_in_order, return_index=True)
+        self.seq = units_in_order[np.sort(first)]        # units by first appearance
+        self.n = self.seq.size
+        self.devices = device_order(cluster)
+        self.nd = len(self.devices)
+        pos = np.empty(g.num_units, dtype=np.int64)
+        pos[self.seq] = np.arange(self.n)
+        self.upos = pos[g.unit]                          # stage position of each node's unit
+        self.pins = g.unit_pin[g.unit]
+        self.pinned = self.pins >= 0
+
+    def assignment(self, ends: np.ndarray) -> np.ndarray:
+        stage = np.searchsorted(ends, self.upos, side="right")
+        dev = self.devices[np.minimum(stage, self.nd - 1)]
+        dev[self.pinned] = self.pins[self.pinned]
+        return dev
+
+
 def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
-                 rel_tol: float = 0.01) -> np.ndarray:
+                 rounds: int = 12, fill: float = 0.995, sequential_max_nodes: int = 30_000) -> np.ndarray:
     """Heuristic II's "split the path": cut the units into contiguous stages, one per device (the fastest
-    first), each cut as late as the *simulated* peak of its device allows. Units are ordered by
+    first), each as long as the *simulated* peak of its device allows. Units are ordered by
     `pardnn.analysis.layer_anchors`, so a layer's forward, backward and update ops share a stage and
     stashed activations stay on the device that made them.
+
+    Device ``i`` gets units ``[c_i, c_{i+1})``; the last device gets the rest. All cuts move together:
+    each round simulates the whole split once and sets every stage's length (in bytes the units
+    allocate) to where its device's peak would reach ``fill`` of its capacity, by the secant through the
+    stage's last two (length, peak) points (proportionally at first, by bisection when the secant
+    leaves the bracket seen so far). The rounds stop when every device fits or the cuts stop moving;
+    the split with the least overflow (then the shortest step) is returned. A round is one simulation,
+    so the split costs about ``rounds`` simulations whatever the number of devices.
+
+    When that does not fit, on graphs up to ``sequential_max_nodes`` (where simulations are cheap) the
+    cuts are placed one at a time instead (`sequential_split`, about six simulations a cut): the rounds
+    can circle where units are few and lumpy, and the greedy split, even when it overflows, leaves the
+    overflow on the last device, where the repair's moves find room more easily.
+    """
+
+    st = _Stages(g, cluster, order)
+    seq, n, devices, nd, assignment = st.seq, st.n, st.devices, st.nd, st.assignment
+    cap = cluster.capacity
+    if nd == 1 or n == 0:
+        return assignment(np.zeros(0, dtype=np.int64))
+    # a unit's length: the bytes its ops hold (persistent, outputs, temps), at least 1
+    size = g.persistent_bytes.astype(np.float64) + g.alloc_bytes_total + g.temp_bytes
+    length = np.bincount(g.unit, weights=size, minlength=g.num_units)[seq] + 1.0
+    cum = np.concatenate([[0.0], np.cumsum(length)])
+
+    def cuts(lengths: np.ndarray) -> np.ndarray:
+        """Unit cuts whose stages' lengths are about ``lengths`` (each stage at least one unit while any is left)."""
+        ends = np.searchsorted(cum, np.cumsum(lengths), side="right") - 1
+        ends = np.maximum.accumulate(np.maximum(ends, np.arange(1, nd)))
+        return np.minimum(ends, n)
+
+    lens = np.full(nd - 1, cum[-1] / nd)
+    seen: list[list[tuple[float, float]]] = [[] for _ in range(nd - 1)]   # (length, peak) per stage
+    fit_hi = np.zeros(nd - 1)                        # the longest length seen to fit, per stage
+    over_lo = np.full(nd - 1, np.inf)                # the shortest seen to overflow
+    best = None
+    ends = cuts(lens)
+    for _ in range(rounds):
+        dev = assignment(ends)
+        s = ev.schedule(dev, memory=True)
+        key = s.shortfall_key()
+        if best is None or key < best[0]:
+            best = (key, dev)
+        if s.feasible:
+            break
+        starts = np.concatenate([[0], ends[:-1]])
+        actual = cum[ends] - cum[starts]
+        for i in range(nd - 1):
+            d = int(devices[i])
+            L, p, target = float(actual[i]), float(s.peak_bytes[d]), fill * float(cap[d])
+            if p <= cap[d]:
+                fit_hi[i] = max(fit_hi[i], L)
+            else:
+                over_lo[i] = min(over_lo[i], L)
+            prev = [q for q in seen[i] if abs(q[0] - L) > 1e-9 * max(L, 1.0)]
+            seen[i].append((L, p))
+            if prev and (p - prev[-1][1]) * (L - prev[-1][0]) > 0:
+                slope = (p - prev[-1][1]) / (L - prev[-1][0])
+                want = L + (target - p) / slope
+            else:
+                want = L * target / max(p, 1.0)
+            want = min(max(want, 0.5 * L), 2.0 * L)
+            lo, hi = fit_hi[i], over_lo[i]
+            if not lo < want < hi:
+                want = 0.5 * (lo + hi) if np.isfinite(hi) else max(want, lo)
+            lens[i] = max(want, 1.0)
+        new = cuts(lens)
+        if np.array_equal(new, ends):
+            # the lengths moved less than a unit: shift each boundary by one unit towards the device
+            # with more room, relative to its capacity
+            rel = (s.peak_bytes[devices] - cap[devices]) / cap[devices]
+            lo = np.concatenate([[0], ends[:-1]])
+            hi = np.concatenate([ends[1:], [n]])
+            new = ends - ((rel[:-1] > rel[1:]) & (ends - 1 > lo)) + ((rel[1:] > rel[:-1]) & (ends + 1 < hi))
+            if np.array_equal(new, ends):
+                break
+        ends = new
+    if best[0][0] > 0 and g.num_nodes <= sequential_max_nodes:
+        return sequential_split(g, cluster, ev, order=order)
+    return best[1]
+
+
+def sequential_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
+                     rel_tol: float = 0.01) -> np.ndarray:
+    """`memory_split` one cut at a time: each cut as late as the *simulated* peak of its device allows
+    (greedy, so it finds a fitting contiguous split whenever the peaks grow with the stages; about six
+    simulations a cut).
 
     Device ``i`` gets units ``[c_i, c_{i+1})``. To place the cut ``c_{i+1}``, everything after it is
     parked on the next device and device ``i``'s peak is simulated: the search starts from an equal
@@ -265,24 +385,11 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     a handful of simulations rather than log V.
     """
 
-    order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
-    units_in_order = g.unit[order]
-    _, first = np.unique(units_in_order, return_index=True)
-    seq = units_in_order[np.sort(first)]            # units by first appearance
-    n = seq.size
-    devices = device_order(cluster)
-    nd = len(devices)
-    pos = np.empty(g.num_units, dtype=np.int64)
-    pos[seq] = np.arange(n)
-    upos = pos[g.unit]                              # stage position of each node's unit
-    pins = g.unit_pin[g.unit]
-    pinned = pins >= 0
+    st = _Stages(g, cluster, order)
+    n, devices, nd = st.n, st.devices, st.nd
 
     def assignment(ends: list[int]) -> np.ndarray:
-        stage = np.searchsorted(np.asarray(ends, dtype=np.int64), upos, side="right")
-        dev = devices[np.minimum(stage, nd - 1)]
-        dev[pinned] = pins[pinned]
-        return dev
+        return st.assignment(np.asarray(ends, dtype=np.int64))
 
     ends: list[int] = []
     start = 0
@@ -339,12 +446,18 @@ class FitMemory:
     """knapsack (ParDNN's heuristic I), residual (heuristic II) or auto (by graph size)."""
     knapsack_max_nodes: int = 30_000
     """auto uses the knapsack up to this many nodes."""
+    knapsack_overflow_share: float = 0.10
+    """Above ``knapsack_max_nodes``, auto still takes the knapsack's moves in a round where the overflow is at
+    most this share of the devices' capacity (`_exact`)."""
     max_iterations: int = 60
     """Rounds of moves the repair may make from each candidate plan."""
     compact_fallback: bool = True
     """On graphs up to ``knapsack_max_nodes``, also repair the all-on-the-fastest-device plan and keep the best."""
     split_fallback: bool = True
     """When moves alone do not fit, also try heuristic II's path split (`memory_split`) and keep the better."""
+    first_starts: int = 1
+    """Repair this many of the pipeline's starts (the seed pass's ranking: the least overflowing first) even
+    when a plan already fits; the rest only while none does."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -365,28 +478,43 @@ class FitMemory:
         if s0.feasible:
             return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
                                     overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
+        spent: dict[str, int] = {}         # simulations each candidate took
+        candidates: dict = {}
+
+        def fits_in() -> float:
+            """The step time of the fastest candidate that fits so far (inf when none does)."""
+            return min((v[0][1] for v in candidates.values() if v[0][0] <= 0), default=np.inf)
+
+        def counted(label, start, kind=heuristic, s=None):
+            """Repair ``start`` (a plan, or a function making one) as candidate ``label``."""
+            e0 = ev.evaluations
+            start = start() if callable(start) else start
+            candidates[label] = self._repair(g, cluster, cm, units, ev, start, kind, s, bound=fits_in())
+            spent[label] = ev.evaluations - e0
+
+        # The pipeline's starts (the mapped plan before refinement, the list-scheduling seeds), ranked by the
+        # seed pass with the least overflowing first. A plan refined for step time alone can be far harder to
+        # repair than a memory-aware seed, so the first `first_starts` of them are repaired first, and their
+        # step time bounds the other candidates' repairs.
+        starts = [(label, start) for label, start in state.starts if not np.array_equal(start, dev0)]
+        for label, start in starts[:self.first_starts]:
+            counted(f"start {label}", start.copy())
         # candidate A: repair the step-1 plan by moves
-        candidates = {"repair": self._repair(g, cluster, cm, units, ev, dev0, heuristic, s0)}
+        counted("repair", dev0, s=s0)
         # candidate B: heuristic II's path split, then the same repair
         if self.split_fallback:
-            split = memory_split(g, cluster, ev)
-            candidates["split"] = self._repair(g, cluster, cm, units, ev, split, heuristic)
+            counted("split", lambda: memory_split(g, cluster, ev))
         # candidate C (small graphs): everything on the fastest device, then the same repair. When memory
         # binds everywhere, shedding the cheapest bytes (weights and optimizer state with little compute)
         # from a serial plan can beat repairing a parallel one that pays in transfers.
         if self.compact_fallback and g.num_nodes <= self.knapsack_max_nodes:
             pins = g.unit_pin[g.unit]
-            compact = np.where(pins >= 0, pins, int(device_order(cluster)[0]))
-            candidates["compact"] = self._repair(g, cluster, cm, units, ev, compact, "knapsack")
-        # candidate D: when nothing fits yet, each start the pipeline recorded (the mapped plan before
-        # refinement, the list-scheduling seeds), repaired the same way, until one fits. A plan refined for
-        # step time alone can be harder to repair than the plain one it came from.
-        for label, start in state.starts:
-            if any(v[0][0] <= 0 for v in candidates.values()):
+            counted("compact", np.where(pins >= 0, pins, int(device_order(cluster)[0])), "knapsack")
+        # candidate D: while nothing fits, the other starts, repaired the same way, until one fits
+        for label, start in starts[self.first_starts:]:
+            if np.isfinite(fits_in()):
                 break
-            if np.array_equal(start, dev0):
-                continue
-            candidates[f"start {label}"] = self._repair(g, cluster, cm, units, ev, start.copy(), heuristic)
+            counted(f"start {label}", start.copy())
         # the fastest feasible plan, else the least overflowing
         name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
         moved = int(np.count_nonzero(dev != dev0))
@@ -397,23 +525,36 @@ class FitMemory:
                              alternatives=alternatives).with_stats(
             self.name, heuristic=heuristic, chosen=name, units_moved=moved, overflow_before=start_over,
             overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations,
-            candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1]} for k, v in candidates.items()})
+            candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1], "evaluations": spent[k]}
+                        for k, v in candidates.items()})
 
-    def _repair(self, g, cluster, cm, units, ev, dev, heuristic, s=None):
+    def _exact(self, heuristic: str, cluster: Cluster, s: Schedule) -> bool:
+        """Whether this round takes heuristic I's moves: always for ``knapsack``; with ``residual`` (auto on
+        large graphs) once the overflow is at most `knapsack_overflow_share` of the capacity, where a few
+        exact moves fit the plan and bulk moves would overshoot and stir it up."""
+        if heuristic == "knapsack":
+            return True
+        cap = cluster.capacity[np.isfinite(cluster.capacity)]
+        return float(s.overflow().sum()) <= self.knapsack_overflow_share * float(cap.sum())
+
+    def _repair(self, g, cluster, cm, units, ev, dev, heuristic, s=None, bound=np.inf):
+
         """Run the move loop from ``dev`` (whose schedule ``s`` is, when given); return (key, assignment,
         schedule) of the best plan seen.
 
         When a round of moves does not reduce the overflow, the worst device's run of ops is split at
-        its peak instead (heuristic II's second half).
+        its peak instead (heuristic II's second half). The repair stops once its plan's step reaches
+        `BOUND_SLACK` x ``bound`` (the fastest fitting candidate's): moves that shed memory seldom shorten
+        the step, and refinement wins back less than that.
         """
         if s is None:
             s = ev.schedule(dev, memory=True)
         best = (s.shortfall_key(), dev, s)
         stuck = 0
         for _ in range(self.max_iterations):
-            if s.feasible:
+            if s.feasible or s.makespan_us >= BOUND_SLACK * bound:
                 break
-            moves = (knapsack_moves if heuristic == "knapsack" else residual_moves)(g, cluster, cm, units, s)
+            moves = (knapsack_moves if self._exact(heuristic, cluster, s) else residual_moves)(g, cluster, cm, units, s)
             if not moves or stuck >= SPLIT_AFTER_STUCK:
                 split = split_at_peak(g, cluster, s, int(np.argmax(s.overflow())))
                 moves = split or moves

@@ -16,7 +16,7 @@ from pardnn.ir import GraphBuilder
 from pardnn.machine import EDGE, Evaluator, simulate
 from pardnn.partitioner import PardnnOptions, run as run_pardnn
 from pardnn.passes.mapping import Map, map_onto
-from pardnn.passes.memory import FitMemory, memory_split, potentials
+from pardnn.passes.memory import FitMemory, memory_split, potentials, sequential_split
 from pardnn.passes.refine import Refine
 from pardnn.passes.slicing import Slice
 from pardnn.pipeline import Pipeline, PlanState, format_timings
@@ -67,14 +67,49 @@ def test_memory_potential_and_transient_overflow():
 
 def test_memory_split_cuts_where_the_simulated_peak_fits():
     """A chain of 8 ops, each output 100 B living until the next op ends: a device holds 200 B at most
-    while it runs a stage; with 150 B of persistent per op and 700 B capacity, 3 ops fit per device."""
+    while it runs a stage; with 150 B of persistent per op and 700 B capacity, 3 ops fit per device.
+    The cuts placed one at a time fill each device in turn; the cuts moved together stop at the first
+    contiguous split that fits, here the equal one, after one simulation."""
     n = 8
     g = tiny([(f"n{i}", 1, 100, {"persistent_bytes": 150}) for i in range(n)],
              [(f"n{i}", f"n{i + 1}") for i in range(n - 1)])
     c = Cluster.homogeneous(3, memory_bytes=700)
-    dev = memory_split(g, c, Evaluator(g, c))
-    assert dev.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert sequential_split(g, c, Evaluator(g, c)).tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    ev = Evaluator(g, c)
+    dev = memory_split(g, c, ev)
+    assert dev.tolist() == [0, 0, 1, 1, 1, 2, 2, 2] and ev.evaluations == 1
     assert simulate(g, c, dev).feasible
+
+
+@st.composite
+def chains_with_skips(draw):
+    """A chain of 6-13 ops with random output and persistent bytes, 0-2 skip edges, 2-4 devices, and a
+    capacity at which some contiguous split fits (found by trying every one)."""
+    import itertools
+    n = draw(st.integers(6, 13))
+    k = draw(st.integers(2, 4))
+    outs = draw(st.lists(st.integers(1, 1000), min_size=n, max_size=n))
+    pers = draw(st.lists(st.integers(0, 500), min_size=n, max_size=n))
+    edges = [(f"n{i}", f"n{i + 1}") for i in range(n - 1)]
+    for _ in range(draw(st.integers(0, 2))):
+        a = draw(st.integers(0, n - 3))
+        edges.append((f"n{a}", f"n{draw(st.integers(a + 2, n - 1))}"))
+    g = tiny([(f"n{i}", 1, outs[i], {"persistent_bytes": pers[i]}) for i in range(n)], edges)
+    roomy = Cluster.homogeneous(k, memory_bytes=10**12)
+    least = min(int(simulate(g, roomy, np.searchsorted(np.array(cuts), np.arange(n), side="right")).peak_bytes.max())
+                for cuts in itertools.combinations(range(1, n), k - 1))
+    return g, Cluster.homogeneous(k, memory_bytes=int(least * draw(st.floats(1.0, 1.3))))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains_with_skips())
+def test_memory_split_fits_wherever_a_contiguous_split_does(case):
+    """Property: where some split of the chain into contiguous stages fits, `memory_split` finds one that
+    fits (the joint rounds, or the cut-by-cut search behind them), keeping the stages in order."""
+    g, c = case
+    dev = memory_split(g, c, Evaluator(g, c))
+    assert simulate(g, c, dev).feasible
+    assert np.all(np.diff(dev) >= 0)
 
 
 def test_memory_pass_keeps_the_fastest_fitting_candidate_and_hands_on_the_others():
@@ -93,6 +128,47 @@ def test_memory_pass_keeps_the_fastest_fitting_candidate_and_hands_on_the_others
     assert simulate(g, c, state.assignment).feasible
     assert len(state.alternatives) == len(fitting) - 1
     assert all(simulate(g, c, alt).feasible for alt in state.alternatives)
+
+
+def test_memory_pass_repairs_the_first_ranked_start_first_and_it_bounds_the_others():
+    """A 4,000-op synthetic training step on 8 devices at the tight regime: the seed pass's first start (a
+    balanced partition) is repaired first, even though other candidates follow; the step-1 plan, whose
+    repair runs past 1.5x the fitting start's step, is abandoned there, and the fastest fitting plan wins."""
+    from pardnn.bench import bench_cluster, minimum_need, regime_capacity
+    from pardnn.frontends.synthetic import transformer_training_graph
+    from pardnn.machine import single_device_peak
+    from pardnn.passes.memory import BOUND_SLACK
+    from pardnn.pipeline import parse_pipeline
+
+    g = transformer_training_graph(4000, seed=0)
+    c = bench_cluster(8, regime_capacity("tight", single_device_peak(g), 8, minimum_need(g)))
+    before, _ = parse_pipeline("slice,map,seed,refine").run(g, c, PlanState())
+    state = FitMemory()(g, c, before)
+    stats = state.stats["memory"]
+    cands = stats["candidates"]
+    first = next(label for label, dev in before.starts if not np.array_equal(dev, before.assignment))
+    assert list(cands)[0] == f"start {first}" and len(cands) >= 3
+    fitting = {k: v["makespan_us"] for k, v in cands.items() if v["overflow"] <= 0}
+    assert stats["chosen"] == min(fitting, key=fitting.get) and simulate(g, c, state.assignment).feasible
+    repair = cands["repair"]
+    assert repair["overflow"] > 0 and repair["makespan_us"] >= BOUND_SLACK * min(fitting.values())
+
+
+def test_a_repair_bounded_below_its_start_spends_no_simulation():
+    """`FitMemory._repair` with a bound the start already exceeds returns the start as it was."""
+    from pardnn.machine import CostModel
+    from pardnn.passes.memory import _Units
+
+    g = tiny([(f"n{i}", 1, 100, {"persistent_bytes": 150}) for i in range(4)],
+             [(f"n{i}", f"n{i + 1}") for i in range(3)])
+    c = Cluster.homogeneous(2, memory_bytes=500)
+    ev = Evaluator(g, c)
+    start = np.zeros(4, dtype=np.int64)
+    cm = CostModel.build(g, c)
+    key, dev, s = FitMemory()._repair(g, c, cm, _Units(g, cm), ev, start, "knapsack", bound=1.0)
+    assert ev.evaluations == 1 and key[0] > 0 and dev.tolist() == [0, 0, 0, 0]
+    key, dev, s = FitMemory()._repair(g, c, cm, _Units(g, cm), ev, start, "knapsack")
+    assert key[0] == 0 and s.feasible
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
