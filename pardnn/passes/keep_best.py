@@ -8,7 +8,9 @@ current plan and every recorded start, with memory when the cluster has
 limits, and keeps the best by the machine model's order: a plan that fits
 before one that does not, then the shorter step (among plans that do not fit:
 less total overflow first, `Schedule.shortfall_key`). Ties keep the current
-plan. So the pipeline's result is never worse than any of its starts.
+plan. So the pipeline's result is never worse than any of its starts. A start
+whose key the pass that recorded it already computed (`PlanState.start_keys`)
+is simulated again only when that key beats the current plan's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class KeepBest:
         for label, dev in state.starts:
             if np.array_equal(dev, best):
                 continue
+            known = state.start_keys.get(label)
+            if known is not None and not known < best_key:
+                continue         # scored when it was recorded, and no better
             s = ev.schedule(dev, memory=bounded)
             key = plan_key(s, bounded)
             if key < best_key:

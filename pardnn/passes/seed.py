@@ -130,7 +130,8 @@ class Seed:
             add(dev)
         # every distinct plan is a start the pipeline's result must not be worse than (the ``best`` pass)
         starts_seen = tuple(state.starts) + tuple((label, dev) for _, label, dev, _ in scored)
+        keys = {**state.start_keys, **{label: key[:-1] for key, label, _, _ in scored}}
         return state.replace(assignment=best_dev, makespan_us=float(best_s.makespan_us),
-                             alternatives=tuple(alts), starts=starts_seen).with_stats(
+                             alternatives=tuple(alts), starts=starts_seen, start_keys=keys).with_stats(
             self.name, chosen=best_label, starts=figures, alternatives=len(alts), prepare_seconds=round(prep_s, 4),
             seconds=round(time.perf_counter() - t_all, 4))
