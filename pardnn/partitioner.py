@@ -17,7 +17,7 @@ from .progress import Progress
 
 METHOD = "pardnn"
 SEEDS = {"fast": {"schedulers": "heft+cpop+metis"}, "default": {},
-         "best": {"schedulers": "heft+etf+etf-rank+cpop+metis"}}
+         "best": {"schedulers": "heft+etf+etf-rank+cpop+metis+sct"}}
 """The seed pass's options at each effort (``{}``: its defaults)."""
 
 

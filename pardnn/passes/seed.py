@@ -32,11 +32,11 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import PlanState
-from ..baselines import metis
+from ..baselines import etf, metis, sct
 from . import _listsched
 from .keep_best import plan_key
 
-STARTS = (*_listsched.MODES, "metis")
+STARTS = (*_listsched.MODES, "metis", "sct")
 """The starting plans the seed pass knows."""
 
 
@@ -44,13 +44,15 @@ STARTS = (*_listsched.MODES, "metis")
 class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
-    schedulers: str = "heft+etf+cpop+metis"
+    schedulers: str = "heft+etf+cpop+metis+sct"
     """Starting plans to seed with, joined by ``+`` (a comma would end the option in a pipeline spec): the
     list schedulers ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops,
     ties by static level), ``etf-rank`` (ties by upward rank) and ``cpop`` (HEFT's engine in CPOP's order, the
     critical path on the fastest device), all contention-aware
-    (`pardnn.passes._listsched`); and ``metis``, a balanced minimum-cut partition of the units
-    (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut)."""
+    (`pardnn.passes._listsched`); ``metis``, a balanced minimum-cut partition of the units
+    (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut); and ``sct``,
+    Baechi's SCT (`pardnn.baselines.sct`: favourite children from Hanen and Munier's LP, then ETF that keeps
+    a favourite child on its parent's device), on graphs up to ``sct_max_nodes`` ops."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -60,8 +62,10 @@ class Seed:
     """At most this many alternatives in the returned state (the incoming plan first when not chosen)."""
     etf_max_nodes: int = 50_000
     """The ETF-like schedulers (about 5x HEFT's time) run only on graphs up to this many ops."""
+    sct_max_nodes: int = 10_000
+    """``sct`` runs only on graphs up to this many ops (its LP takes about 0.5 s at 10k ops, 15 s at 50k)."""
 
-    def _starts(self, bounded: bool, big: bool = False) -> list[tuple[str, str, bool]]:
+    def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
         for s in names:
             if s not in STARTS:
@@ -72,6 +76,8 @@ class Seed:
         out = []
         if big:     # the ETF-like schedulers are left out (HEFT alone when nothing else is named)
             names = [s for s in names if not s.startswith("etf")] or names[:1]
+        if not small:
+            names = [s for s in names if s != "sct"] or names[:1]
         if mem is not True:
             out += [(s, s, False) for s in names]
         if mem is True or (mem == "auto" and bounded):
@@ -85,17 +91,22 @@ class Seed:
             return state.with_stats(self.name, skipped="one device" if g.num_nodes else "empty graph")
         t_all = time.perf_counter()
         bounded = bool(np.isfinite(cluster.capacity).any())
-        starts = self._starts(bounded, g.num_nodes > self.etf_max_nodes)
+        starts = self._starts(bounded, g.num_nodes > self.etf_max_nodes, g.num_nodes <= self.sct_max_nodes)
         t0 = time.perf_counter()
         arrays = _listsched.prepare(g)
         rank = _listsched.ranks(g, cluster, arrays)
         level = _listsched.static_levels(g, cluster, arrays) if any(m == "etf" for _, m, _ in starts) else None
         prep_s = time.perf_counter() - t0
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
+        favourite = None
         for label, mode, mem in starts:
             t0 = time.perf_counter()
             if mode == "metis":
                 dev = metis.assignment(g, cluster, memory=mem)
+            elif mode == "sct":
+                if favourite is None:       # the LP once, for both sct and m-sct
+                    favourite = sct.favourite_children(g, cluster).tolist()
+                dev = etf.schedule(g, cluster, memory=mem, favourite=favourite)
             else:
                 dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
             cands.append((label, dev, time.perf_counter() - t0))

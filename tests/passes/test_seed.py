@@ -183,12 +183,32 @@ def test_seed_options_and_registry():
     out = seed(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     assert set(out.stats["seed"]["starts"]) == {"incoming", "etf"}
     with pytest.raises(ValueError, match="unknown scheduler"):
-        Seed(schedulers="sct")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+        Seed(schedulers="sjf")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     state, _ = p.run(g, c)
     assert rule_violations(g, state.assignment) == []
     one = Cluster.homogeneous(1)
     st1 = Seed()(g, one, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
     assert st1.stats["seed"]["skipped"]
+
+
+def test_the_sct_start_is_the_sct_baselines_plan_and_stays_out_of_large_graphs():
+    """``sct`` seeds with Baechi's SCT (and ``m-sct`` under memory limits): the same plans as the baselines
+    `pardnn.baselines.sct` places; above ``sct_max_nodes`` ops it is left out (its LP grows too slow)."""
+    from pardnn.baselines import sct
+
+    g = chains(4, 3)
+    start = PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64))
+    c = Cluster.homogeneous(2)
+    out = Seed(schedulers="sct")(g, c, start)
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "sct"}
+    assert np.array_equal(dict(out.starts)["sct"], sct.place(g, c).assignment)
+    tight = c.with_memory(int(single_device_peak(g) * 0.7))
+    out = Seed(schedulers="sct")(g, tight, start)
+    figures = out.stats["seed"]["starts"]
+    label = figures["m-sct"].get("same_as", "m-sct")     # a plan equal to an earlier one is recorded once
+    assert np.array_equal(dict(out.starts)[label], sct.place_m(g, tight).assignment)
+    out = Seed(schedulers="heft+sct", sct_max_nodes=g.num_nodes - 1)(g, c, start)
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}
 
 
 def test_cpop_runs_the_critical_path_on_the_fastest_device_in_priority_order():
