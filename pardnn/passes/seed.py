@@ -32,7 +32,7 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import PlanState
-from ..baselines import etf, metis, sct
+from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
 
@@ -105,6 +105,7 @@ class Seed:
             if mode == "metis":
                 dev = metis.assignment(g, cluster, memory=mem)
             elif mode == "sct":
+                from ..baselines import etf, sct     # scipy's LP solver loads only when it is used
                 if favourite is None:       # the LP once, for both sct and m-sct
                     favourite = sct.favourite_children(g, cluster).tolist()
                 dev = etf.schedule(g, cluster, memory=mem, favourite=favourite)
