@@ -66,9 +66,10 @@ class PlanState:
     alternatives: tuple[np.ndarray, ...] = ()    # other promising assignments, for multi-start refinement
     starts: tuple[tuple[str, np.ndarray], ...] = ()
     """Starting plans, by name, that the result must never be worse than (the ``best`` pass checks)."""
-    start_keys: dict[str, tuple] = field(default_factory=dict)
-    """The ``best`` pass's `plan_key` of a start, by name, where the pass that recorded it had simulated it
-    on this cluster (so the ``best`` pass need not simulate it again)."""
+    start_keys: dict[str, tuple[tuple, np.ndarray]] = field(default_factory=dict)
+    """``(plan_key, assignment)`` of a start, by name, where the pass that recorded it had simulated it on this
+    cluster, so the ``best`` pass need not simulate it again. The key counts only for that very assignment
+    object: a later start under the same name (a pipeline that seeds twice) is simulated."""
     stats: dict[str, Any] = field(default_factory=dict)   # per-pass figures, for reports
     changed: bool = True
     """Whether the pass that ran last changed the assignment (set by `Pipeline.run`)."""

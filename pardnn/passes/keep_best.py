@@ -48,8 +48,8 @@ class KeepBest:
         for label, dev in state.starts:
             if np.array_equal(dev, best):
                 continue
-            known = state.start_keys.get(label)
-            if known is not None and not known < best_key:
+            known, scored = state.start_keys.get(label, (None, None))
+            if scored is dev and not known < best_key:
                 continue         # scored when it was recorded, and no better
             s = ev.schedule(dev, memory=bounded)
             key = plan_key(s, bounded)

@@ -24,9 +24,16 @@ and when a device stays over, split its run of ops at the peak (the later
 half of its ops that are alive at the peak go to the device with the most
 room). Fewer, larger moves, so fewer simulations.
 
-``auto`` picks I below ``knapsack_max_nodes`` and II above it. When no move
-helps, the pass leaves the least-overflowing plan it saw and the caller
-reports the shortfall.
+``auto`` picks I below ``knapsack_max_nodes`` and II above it, where a round
+still takes I's exact moves once the overflow is at most
+``knapsack_overflow_share`` of the capacity (bulk moves overshoot near the
+end). When no move helps, the pass leaves the least-overflowing plan it saw
+and the caller reports the shortfall.
+
+*Candidates.* The pass repairs several starting plans (the seed pass's
+first-ranked start, the step-1 plan, the path split, on small graphs the
+all-on-one-device plan, and while nothing fits the other starts) and keeps
+the fastest that fits; a fitting candidate bounds the others' repairs.
 """
 
 from __future__ import annotations
@@ -48,11 +55,11 @@ HEURISTICS = ("auto", "knapsack", "residual")
 SPLIT_AFTER_STUCK = 2
 """Rounds in a row without less overflow, after which the worst device's run is split at its peak."""
 GIVE_UP_AFTER_STUCK = 4
+"""Rounds in a row without less overflow, after which the repair stops (the best plan seen is kept)."""
 BOUND_SLACK = 1.5
 """A repair stops once its plan's step is this many times the fastest fitting candidate's: the memory-aware
 refinement after step 2 wins back up to about a third of a step (tuning suite: nasnetalarge K=8 tight,
 463 -> 334 ms), so a candidate within that may still end first."""
-"""Rounds in a row without less overflow, after which the repair stops (the best plan seen is kept)."""
 
 
 def potentials(g: OpGraph, s: Schedule, d: int, t: float) -> np.ndarray:
@@ -316,10 +323,13 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     length = np.bincount(g.unit, weights=size, minlength=g.num_units)[seq] + 1.0
     cum = np.concatenate([[0.0], np.cumsum(length)])
 
+    first_end = np.arange(1, nd)
+
     def cuts(lengths: np.ndarray) -> np.ndarray:
-        """Unit cuts whose stages' lengths are about ``lengths`` (each stage at least one unit while any is left)."""
+        """Unit cuts whose stages' lengths are about ``lengths``; every stage but the last gets at least one
+        unit while units are left (the cuts strictly increase up to ``n``)."""
         ends = np.searchsorted(cum, np.cumsum(lengths), side="right") - 1
-        ends = np.maximum.accumulate(np.maximum(ends, np.arange(1, nd)))
+        ends = np.maximum.accumulate(np.maximum(ends - first_end, 0)) + first_end
         return np.minimum(ends, n)
 
     lens = np.full(nd - 1, cum[-1] / nd)
@@ -361,7 +371,9 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
         if np.array_equal(new, ends):
             # the lengths moved less than a unit: shift each boundary by one unit towards the device
             # with more room, relative to its capacity
-            rel = (s.peak_bytes[devices] - cap[devices]) / cap[devices]
+            finite = np.isfinite(cap[devices])
+            rel = np.full(nd, -np.inf)          # an unlimited device always has room
+            rel[finite] = (s.peak_bytes[devices][finite] - cap[devices][finite]) / cap[devices][finite]
             lo = np.concatenate([[0], ends[:-1]])
             hi = np.concatenate([ends[1:], [n]])
             new = ends - ((rel[:-1] > rel[1:]) & (ends - 1 > lo)) + ((rel[1:] > rel[:-1]) & (ends + 1 < hi))
@@ -456,8 +468,9 @@ class FitMemory:
     split_fallback: bool = True
     """When moves alone do not fit, also try heuristic II's path split (`memory_split`) and keep the better."""
     first_starts: int = 1
-    """Repair this many of the pipeline's starts (the seed pass's ranking: the least overflowing first) even
-    when a plan already fits; the rest only while none does."""
+    """Repair this many of the pipeline's starts first, even when a plan already fits (the seed pass's ranking:
+    plans that fit by step time, then the least overflowing; a start equal to the incoming plan is skipped);
+    the rest only while none does."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -479,23 +492,28 @@ class FitMemory:
             return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
                                     overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
         spent: dict[str, int] = {}         # simulations each candidate took
-        candidates: dict = {}
+        candidates: dict[str, tuple] = {}  # (shortfall key, assignment, schedule) of each
 
         def fits_in() -> float:
             """The step time of the fastest candidate that fits so far (inf when none does)."""
             return min((v[0][1] for v in candidates.values() if v[0][0] <= 0), default=np.inf)
 
-        def counted(label, start, kind=heuristic, s=None):
-            """Repair ``start`` (a plan, or a function making one) as candidate ``label``."""
+        def counted(label: str, start, kind: str = heuristic, s: Schedule | None = None) -> None:
+            """Repair ``start`` (a plan, or a function making one) as candidate ``label`` (made unique: two
+            starts can share a name when a pipeline seeds twice)."""
+            base, i = label, 2
+            while label in candidates:
+                label, i = f"{base} ({i})", i + 1
             e0 = ev.evaluations
             start = start() if callable(start) else start
             candidates[label] = self._repair(g, cluster, cm, units, ev, start, kind, s, bound=fits_in())
             spent[label] = ev.evaluations - e0
 
-        # The pipeline's starts (the mapped plan before refinement, the list-scheduling seeds), ranked by the
-        # seed pass with the least overflowing first. A plan refined for step time alone can be far harder to
-        # repair than a memory-aware seed, so the first `first_starts` of them are repaired first, and their
-        # step time bounds the other candidates' repairs.
+        # The pipeline's starts (the mapped plan before refinement, the list-scheduling seeds), in the seed
+        # pass's order: plans that fit by step time, then the others by total overflow; one equal to the plan
+        # step 2 received is skipped. A plan refined for step time alone can be far harder to repair than a
+        # memory-aware seed, so the first `first_starts` of them are repaired first, and their step time
+        # bounds the other candidates' repairs.
         starts = [(label, start) for label, start in state.starts if not np.array_equal(start, dev0)]
         for label, start in starts[:self.first_starts]:
             counted(f"start {label}", start.copy())
@@ -529,16 +547,18 @@ class FitMemory:
                         for k, v in candidates.items()})
 
     def _exact(self, heuristic: str, cluster: Cluster, s: Schedule) -> bool:
-        """Whether this round takes heuristic I's moves: always for ``knapsack``; with ``residual`` (auto on
-        large graphs) once the overflow is at most `knapsack_overflow_share` of the capacity, where a few
-        exact moves fit the plan and bulk moves would overshoot and stir it up."""
+        """Whether this round takes heuristic I's moves: always for ``knapsack``; with ``residual`` chosen by
+        ``auto`` (on large graphs), once the overflow is at most `knapsack_overflow_share` of the capacity,
+        where a few exact moves fit the plan and bulk moves would overshoot and stir it up. A ``residual``
+        the user asked for stays residual."""
         if heuristic == "knapsack":
             return True
+        if self.heuristic != "auto":
+            return False
         cap = cluster.capacity[np.isfinite(cluster.capacity)]
         return float(s.overflow().sum()) <= self.knapsack_overflow_share * float(cap.sum())
 
     def _repair(self, g, cluster, cm, units, ev, dev, heuristic, s=None, bound=np.inf):
-
         """Run the move loop from ``dev`` (whose schedule ``s`` is, when given); return (key, assignment,
         schedule) of the best plan seen.
 

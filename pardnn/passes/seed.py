@@ -77,8 +77,8 @@ class Seed:
         out = []
         if big:     # the ETF-like schedulers are left out (HEFT alone when nothing else is named)
             names = [s for s in names if not s.startswith("etf")] or names[:1]
-        if not small:
-            names = [s for s in names if s != "sct"] or names[:1]
+        if not small:       # SCT is left out (HEFT when nothing else is named)
+            names = [s for s in names if s != "sct"] or ["heft"]
         if mem is not True:
             out += [(s, s, False) for s in names]
         if mem is True or (mem == "auto" and bounded):
@@ -143,7 +143,7 @@ class Seed:
             add(dev)
         # every distinct plan is a start the pipeline's result must not be worse than (the ``best`` pass)
         starts_seen = tuple(state.starts) + tuple((label, dev) for _, label, dev, _ in scored)
-        keys = {**state.start_keys, **{label: key[:-1] for key, label, _, _ in scored}}
+        keys = {**state.start_keys, **{label: (key[:-1], dev) for key, label, dev, _ in scored}}
         return state.replace(assignment=best_dev, makespan_us=float(best_s.makespan_us),
                              alternatives=tuple(alts), starts=starts_seen, start_keys=keys).with_stats(
             self.name, chosen=best_label, starts=figures, alternatives=len(alts), prepare_seconds=round(prep_s, 4),

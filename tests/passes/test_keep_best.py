@@ -28,6 +28,20 @@ def test_best_keeps_a_faster_start():
     assert out.stats["best"]["kept"] == "split"
 
 
+def test_best_uses_a_recorded_score_only_for_the_plan_it_was_recorded_for():
+    """`PlanState.start_keys` spares the best pass a simulation for a start scored when it was recorded. Two
+    starts can share a name (a pipeline that seeds twice): the score recorded for the second "incoming"
+    plan (worse than the current one) must not hide the first "incoming" plan, which is faster."""
+    g = tiny([("a", 10), ("b", 10)], [])
+    c = free_links(2)
+    fast, slow = np.array([0, 1]), np.array([1, 1])
+    recorded = plan_key(simulate(g, c, slow), False)
+    state = PlanState(assignment=np.array([0, 0]), starts=(("incoming", fast), ("incoming", slow)),
+                      start_keys={"incoming": (recorded, slow)})
+    out = KeepBest()(g, c, state)
+    assert out.assignment.tolist() == [0, 1] and out.stats["best"]["kept"] == "incoming"
+
+
 def test_best_prefers_a_plan_that_fits_over_a_faster_one_that_does_not():
     """a -> b, each with 600 B of weights: on one device of 1000 B they do not fit, however fast that is."""
     g = tiny([("a", 10, 8, {"persistent_bytes": 600}), ("b", 10, 8, {"persistent_bytes": 600})], [("a", "b")])

@@ -130,6 +130,22 @@ def test_memory_pass_keeps_the_fastest_fitting_candidate_and_hands_on_the_others
     assert all(simulate(g, c, alt).feasible for alt in state.alternatives)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains_with_skips(), st.integers(0, 3))
+def test_the_joint_split_rounds_handle_an_unlimited_device(case, which):
+    """Property: with one device unlimited, the joint rounds (alone, without the cut-by-cut fallback) compute
+    no NaN: an unlimited device always has room. And the split fits where the unlimited device takes the last
+    stage: the stages before it fit as they did when all were limited, and the rest goes to it."""
+    g, c = case
+    which = which % c.num_devices
+    c = c.with_memory([None if d == which else c.devices[d].memory_bytes for d in range(c.num_devices)])
+    with np.errstate(invalid="raise"):
+        memory_split(g, c, Evaluator(g, c), sequential_max_nodes=-1)
+        dev = memory_split(g, c, Evaluator(g, c))
+    if which == c.num_devices - 1:
+        assert simulate(g, c, dev).feasible
+
+
 def test_memory_pass_repairs_the_first_ranked_start_first_and_it_bounds_the_others():
     """A 4,000-op synthetic training step on 8 devices at the tight regime: the seed pass's first start (a
     balanced partition) is repaired first, even though other candidates follow; the step-1 plan, whose
@@ -150,12 +166,14 @@ def test_memory_pass_repairs_the_first_ranked_start_first_and_it_bounds_the_othe
     assert list(cands)[0] == f"start {first}" and len(cands) >= 3
     fitting = {k: v["makespan_us"] for k, v in cands.items() if v["overflow"] <= 0}
     assert stats["chosen"] == min(fitting, key=fitting.get) and simulate(g, c, state.assignment).feasible
-    repair = cands["repair"]
+    repair = cands["repair"]      # without the bound its repair runs on for 27 simulations, still unfit
     assert repair["overflow"] > 0 and repair["makespan_us"] >= BOUND_SLACK * min(fitting.values())
+    assert repair["evaluations"] <= 6
 
 
-def test_a_repair_bounded_below_its_start_spends_no_simulation():
-    """`FitMemory._repair` with a bound the start already exceeds returns the start as it was."""
+def test_a_repair_bounded_below_its_start_stops_after_simulating_the_start():
+    """`FitMemory._repair` with a bound the start already exceeds returns the start as it was, after the one
+    simulation that scores it."""
     from pardnn.machine import CostModel
     from pardnn.passes.memory import _Units
 
