@@ -266,13 +266,18 @@ def split_at_peak(g: OpGraph, cluster: Cluster, s: Schedule, d: int) -> list[tup
     return [(int(u), e) for u in np.unique(g.unit[later]).tolist() if not pinned[u]]
 
 
+def _stage_order(g: OpGraph) -> np.ndarray:
+    """Nodes by layer anchor (`pardnn.analysis.layer_anchors`), ties by node id: the split's order."""
+    return np.lexsort((np.arange(g.num_nodes), layer_anchors(g)))
+
+
 class _Stages:
     """Units in stage order (by `pardnn.analysis.layer_anchors`, or ``order``), and the assignment a list
     of cuts gives: device ``devices[i]`` (the fastest first) gets units ``[ends[i-1], ends[i])``, the last
     device the rest; pinned units stay on their pins."""
 
     def __init__(self, g: OpGraph, cluster: Cluster, order: np.ndarray | None = None):
-        order = np.lexsort((np.arange(g.num_nodes), layer_anchors(g))) if order is None else order
+        order = _stage_order(g) if order is None else order
         units_in_order = g.unit[order]
         _, first = np.unique(units_in_order, return_index=True)
         self.seq = units_in_order[np.sort(first)]        # units by first appearance
@@ -313,6 +318,7 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     overflow on the last device, where the repair's moves find room more easily.
     """
 
+    order = _stage_order(g) if order is None else order     # computed once, for the fallback too
     st = _Stages(g, cluster, order)
     seq, n, devices, nd, assignment = st.seq, st.n, st.devices, st.nd, st.assignment
     cap = cluster.capacity
