@@ -472,7 +472,7 @@ class FitMemory:
     compact_fallback: bool = True
     """On graphs up to ``knapsack_max_nodes``, also repair the all-on-the-fastest-device plan and keep the best."""
     split_fallback: bool = True
-    """When moves alone do not fit, also try heuristic II's path split (`memory_split`) and keep the better."""
+    """Also repair heuristic II's path split (`memory_split`) as a candidate."""
     first_starts: int = 1
     """Repair this many of the pipeline's starts first, even when a plan already fits (the seed pass's ranking:
     plans that fit by step time, then the least overflowing; a start equal to the incoming plan is skipped);

@@ -75,10 +75,10 @@ class Seed:
         if mem not in (True, False, "auto"):
             raise ValueError(f"seed: memory must be true, false or auto, got {mem!r}")
         out = []
-        if big:     # the ETF-like schedulers are left out (HEFT alone when nothing else is named)
-            names = [s for s in names if not s.startswith("etf")] or names[:1]
-        if not small:       # SCT is left out (HEFT when nothing else is named)
-            names = [s for s in names if s != "sct"] or ["heft"]
+        # on large graphs the ETF-like schedulers (time) and SCT (its LP) are left out, HEFT seeding instead
+        # when nothing else is named
+        drop = {s for s in names if (big and s.startswith("etf")) or (not small and s == "sct")}
+        names = [s for s in names if s not in drop] or ["heft"]
         if mem is not True:
             out += [(s, s, False) for s in names]
         if mem is True or (mem == "auto" and bounded):
