@@ -1,8 +1,8 @@
 """The SPEC §1 simulator as one compiled kernel: schedule and memory peaks in a single pass.
 
 The graph's structure is prepared once (`StaticArrays`); a simulation then
-takes only the device of each op. All queues are binary heaps in
-preallocated numpy arrays:
+takes only the device of each op. The queues live in numpy arrays sized
+before the run (a pre-pass counts the transfers each link will carry):
 
 * one ready queue per device, keyed (ready time, op id), in one array
   partitioned by device;
@@ -10,6 +10,13 @@ preallocated numpy arrays:
   port x K + destination), which is SPEC §1.1 rule 9's order;
 * one event heap keyed (time, kind, id): kind 0 op finish, 1 transfer
   arrival, 2 control arrival (rule 1's order at one instant).
+
+Ready and send queues only ever receive entries of the current instant, so
+each is a FIFO of past instants plus a small heap of the current one
+(`_mq_push`): the same order as one heap, without its log-depth pops on
+queues thousands deep. Scratch arrays are left uninitialised where every
+slot is written before it is read: filling them cost more than the
+simulation's own work on large graphs.
 
 Memory is reference counted: a producer's tensor is freed when its last
 same-device consumer finishes and its last transfer arrives; a received copy
@@ -43,13 +50,14 @@ class StaticArrays:
     port_owner: np.ndarray
     own_bytes: np.ndarray  # what each port allocates on its producer's device (0 where it forwards an input)
     fwd: np.ndarray       # per port: the data edge (kernel order) whose buffer it forwards, or -1
-    efwd: np.ndarray      # per data edge (kernel order): whether its consumer forwards it
     pptr: np.ndarray      # data out-edges grouped by global port id: pptr[p]..pptr[p+1]
     d_dst: np.ndarray     # consumer of each data out-edge (that order)
     d_pid: np.ndarray     # its global port id
     d_bytes: np.ndarray
     iptr: np.ndarray      # data in-edges of each node: indexes into the data-edge order
     i_edge: np.ndarray
+    i_pid: np.ndarray     # the global port id of each of those in-edges (that order)
+    i_fwd: np.ndarray     # whether its consumer forwards it
     cptr: np.ndarray      # control out-edges grouped by source
     c_dst: np.ndarray
     indeg: np.ndarray     # all in-edges (data + control)
@@ -85,18 +93,20 @@ def static_arrays(g) -> StaticArrays:
         port_ptr=g.port_ptr.astype(np.int64), port_bytes=g.port_bytes.astype(np.int64),
         port_owner=g.port_owner.astype(np.int64), pptr=pptr, d_dst=dst.astype(np.int64), d_pid=opid.astype(np.int64),
         d_bytes=g.edge_bytes[order].astype(np.int64), iptr=iptr, i_edge=iorder.astype(np.int64),
+        i_pid=opid[iorder].astype(np.int64), i_fwd=efwd[iorder].copy(),
         cptr=cptr, c_dst=g.edge_dst[corder].astype(np.int64),
         indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64),
-        own_bytes=g.port_alloc_bytes.astype(np.int64), fwd=fwd, efwd=efwd)
+        own_bytes=g.port_alloc_bytes.astype(np.int64), fwd=fwd)
 
 
 @njit
 def _h3_new(cap):
-    """Arrays for heaps of (t, k, i) entries, ``cap`` entries in all."""
-    return np.zeros(cap), np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=np.int64)
+    """Arrays for heaps of (t, k, i) entries, ``cap`` entries in all (uninitialised: a heap writes an
+    entry before it reads it, and filling the arrays would cost a simulation more than its heaps do)."""
+    return np.empty(cap), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
 
 
-@njit
+@leaf
 def _h3_less(ht, hk, hi, a, b):
     """Whether heap entry ``a`` comes before entry ``b``: (t, k, i) in lexicographic order."""
     if ht[a] != ht[b]:
@@ -106,14 +116,14 @@ def _h3_less(ht, hk, hi, a, b):
     return hi[a] < hi[b]
 
 
-@njit
+@leaf
 def _h3_swap(ht, hk, hi, a, b):
     ht[a], ht[b] = ht[b], ht[a]
     hk[a], hk[b] = hk[b], hk[a]
     hi[a], hi[b] = hi[b], hi[a]
 
 
-@njit
+@leaf
 def _h3_push(ht, hk, hi, base, n, t, k, i):
     """Push (t, k; payload i) on the heap at ``base`` ordered by (t, k, i)."""
     j = n
@@ -130,7 +140,7 @@ def _h3_push(ht, hk, hi, base, n, t, k, i):
     return n + 1
 
 
-@njit
+@leaf
 def _h3_pop(ht, hk, hi, base, n):
     """Drop the root of the heap at ``base`` (read it first); return the new size."""
     n -= 1
@@ -151,6 +161,100 @@ def _h3_pop(ht, hk, hi, base, n):
         else:
             break
     return n
+
+
+# ---------------------------------------------------------------------------
+# Queues whose pushes never go back in time
+# ---------------------------------------------------------------------------
+# The ready queues and the send queues are keyed (time, key), and every push comes at the current
+# instant, which only grows. So a queue is a FIFO of the entries of past instants, already in order,
+# and a small heap (by key) of the entries of its latest instant; that heap goes to the FIFO's tail
+# in key order when an entry of a later instant arrives. The FIFO's head, when there is one, comes
+# first (its instants are older). Pops return the same entries in the same order as one heap keyed
+# (time, key) would, at O(1) for most pushes and pops: a ready queue holds hundreds to thousands of
+# ops on wide graphs, where a heap's pops dominated the simulation.
+#
+# Several queues share arrays: queue q owns slots base..base + (entries it will ever get) - 1 in
+# ``fifo``, ``hk`` and ``hi``; ``qs[q]`` is (FIFO head, FIFO tail, heap size), ``qt[q]`` the heap's
+# instant. Each entry enters the FIFO at most once, so it needs no wrap-around.
+
+@njit
+def _mq_new(cap, nq):
+    """Arrays for ``nq`` empty queues with ``cap`` slots in all: (fifo, hk, hi, qs, qt); the slots are
+    uninitialised (each is written before it is read)."""
+    return (np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
+            np.zeros((nq, 3), dtype=np.int64), np.zeros(nq))
+
+
+@leaf
+def _h2_push(hk, hi, base, n, k, i):
+    """Push key ``k`` (payload ``i``) on the min-heap of ``n`` entries at ``base``; return the new size."""
+    j = n
+    while j > 0:
+        p = (j - 1) >> 1
+        if hk[base + p] <= k:
+            break
+        hk[base + j] = hk[base + p]
+        hi[base + j] = hi[base + p]
+        j = p
+    hk[base + j] = k
+    hi[base + j] = i
+    return n + 1
+
+
+@leaf
+def _h2_pop(hk, hi, base, n):
+    """Drop the root of the min-heap of ``n`` entries at ``base`` (read it first); return the new size."""
+    n -= 1
+    k = hk[base + n]
+    i = hi[base + n]
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and hk[base + c + 1] < hk[base + c]:
+            c += 1
+        if k <= hk[base + c]:
+            break
+        hk[base + j] = hk[base + c]
+        hi[base + j] = hi[base + c]
+        j = c
+    hk[base + j] = k
+    hi[base + j] = i
+    return n
+
+
+@leaf
+def _mq_push(fifo, hk, hi, qs, qt, base, q, t, k, i):
+    """Push payload ``i`` keyed (``t``, ``k``) on queue ``q``; ``t`` is at least every earlier push's."""
+    n = qs[q, 2]
+    if n > 0 and t != qt[q]:
+        tail = qs[q, 1]
+        while n > 0:
+            fifo[base + tail] = hi[base]
+            tail += 1
+            n = _h2_pop(hk, hi, base, n)
+        qs[q, 1] = tail
+    qt[q] = t
+    qs[q, 2] = _h2_push(hk, hi, base, n, k, i)
+
+
+@leaf
+def _mq_pop(fifo, hk, hi, qs, base, q):
+    """Take the first entry of queue ``q`` (which has one) and return its payload."""
+    h = qs[q, 0]
+    if h < qs[q, 1]:
+        qs[q, 0] = h + 1
+        return fifo[base + h]
+    x = hi[base]
+    qs[q, 2] = _h2_pop(hk, hi, base, qs[q, 2])
+    return x
+
+
+@leaf
+def _mq_empty(qs, q):
+    return qs[q, 0] == qs[q, 1] and qs[q, 2] == 0
 
 
 @njit
@@ -211,19 +315,20 @@ def _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem,
 
 
 @leaf
-def _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn):
+def _input_done(u, du, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, dflag, dlist, dn):
     """One input of op ``u`` (on device ``du``) is there; the last makes it ready. Returns the new ``dn``."""
     pending[u] -= 1
     if pending[u] != 0:
         return dn
     ready[u] = now
-    rq_n[du] = _h3_push(rq_t, rq_k, rq_i, roff[du], rq_n[du], now, u, u)
+    _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[du], du, now, u, u)
     return _enlist(dflag, dlist, dn, du)
 
 
 @njit
 def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
-                    d_bytes, iptr, i_edge, cptr, c_dst, indeg, own_bytes, fwd, efwd, want_mem, ecpu, ecbw, endpoint):
+                    d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, want_mem, ecpu, ecbw,
+                    endpoint):
     """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, tr_arrive,
     tr_send_start, tr_recv_start, peak, peak_t).
 
@@ -246,19 +351,6 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     roff = np.zeros(K + 1, dtype=np.int64)
     for v in range(V):
         roff[dev[v] + 1] += 1
-    # transfers: at most one per (port, device) with a cross edge: bounded by the data edges
-    TMAX = max(ED, 1)
-    tr_pid = np.zeros(TMAX, dtype=np.int64)
-    tr_dst = np.zeros(TMAX, dtype=np.int64)
-    tr_bytes = np.zeros(TMAX, dtype=np.int64)
-    tr_start = np.zeros(TMAX)
-    tr_finish = np.zeros(TMAX)
-    tr_arrive = np.zeros(TMAX)
-    tr_sstart = np.full(TMAX, -1.0)
-    tr_rstart = np.full(TMAX, -1.0)
-    rec_rem = np.zeros(TMAX, dtype=np.int64)
-    edge_tid = np.full(max(ED, 1), -1, dtype=np.int64)
-    nt = 0
     # send queues: one heap per link; a pre-pass counts the transfers each link will carry
     tmark = np.full(K, -1, dtype=np.int64)
     lcount = np.zeros(L + 1, dtype=np.int64)
@@ -269,6 +361,19 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             if c != a and tmark[c] != p:
                 tmark[c] = p
                 lcount[a * K + c + 1] += 1
+    # transfers: one per (port, device) with a cross edge, as the pre-pass counted
+    TMAX = max(lcount.sum(), 1)
+    tr_pid = np.empty(TMAX, dtype=np.int64)     # set when the transfer is made
+    tr_dst = np.empty(TMAX, dtype=np.int64)
+    tr_bytes = np.empty(TMAX, dtype=np.int64)
+    tr_start = np.empty(TMAX)                   # set when it takes its link
+    tr_finish = np.empty(TMAX)
+    tr_arrive = np.empty(TMAX)
+    tr_sstart = np.full(TMAX, -1.0)
+    tr_rstart = np.full(TMAX, -1.0)
+    rec_rem = np.empty(TMAX, dtype=np.int64)
+    edge_tid = np.full(max(ED, 1), -1, dtype=np.int64)
+    nt = 0
     if endpoint:
         for a in range(K):
             for c in range(K):
@@ -276,16 +381,16 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 roff[c + 1] += lcount[a * K + c + 1]
     for d in range(K):
         roff[d + 1] += roff[d]
-    rq_t, rq_k, rq_i = _h3_new(max(roff[K], 1))
-    rq_n = np.zeros(K, dtype=np.int64)
+    rq_f, rq_k, rq_i, rq_s, rq_t = _mq_new(max(roff[K], 1), K)
     for link in range(L):
         lcount[link + 1] += lcount[link]
     tmark[:] = -1
     lbase = lcount[:L].copy()
-    lq_n = np.zeros(L, dtype=np.int64)
-    pool_t, pool_k, pool_i = _h3_new(max(lcount[L], 1))
+    pool_f, pool_k, pool_i, lq_s, lq_t = _mq_new(max(lcount[L], 1), L)
     # events
-    et, ek, ei = _h3_new(V + TMAX * (3 if endpoint else 1) + c_dst.shape[0] + 1)
+    # in flight at once: one op, send or receive per device (``busy``), one transfer per link
+    # (``lbusy``), and at most one control arrival per control edge
+    et, ek, ei = _h3_new(K + L + c_dst.shape[0] + 1)
     skey = V                # ready-queue keys of sends: after every op, by (port x K + destination)
     rkey = V + P * K        # of receives: after every send, by transfer
     en = 0
@@ -296,7 +401,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     lflag, llist = _worklist(L)     # links to look at for starts
     ln = 0
     # memory
-    port_rem = np.zeros(max(P, 1), dtype=np.int64)
+    port_rem = np.empty(max(P, 1), dtype=np.int64)     # set when the port's producer finishes
     cur = np.zeros(K, dtype=np.int64)
     f_old = np.zeros(K, dtype=np.int64)
     f_new = np.zeros(K, dtype=np.int64)
@@ -309,7 +414,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     for v in range(V):
         if pending[v] == 0:
             d = dev[v]
-            rq_n[d] = _h3_push(rq_t, rq_k, rq_i, roff[d], rq_n[d], 0.0, v, v)
+            _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[d], d, 0.0, v, v)
     for d in range(K):
         dn = _enlist(dflag, dlist, dn, d)
     now = 0.0
@@ -318,9 +423,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
         for j in range(dn):
             d = dlist[j]
             dflag[d] = False
-            if not busy[d] and rq_n[d] > 0:
-                v = rq_i[roff[d]]
-                rq_n[d] = _h3_pop(rq_t, rq_k, rq_i, roff[d], rq_n[d])
+            if not busy[d] and not _mq_empty(rq_s, d):
+                v = _mq_pop(rq_f, rq_k, rq_i, rq_s, roff[d], d)
                 busy[d] = True
                 if v >= V:      # a send or a receive (``endpoint``)
                     t = (v - V) % TMAX
@@ -344,10 +448,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
         for j in range(ln):
             link = llist[j]
             lflag[link] = False
-            if not lbusy[link] and lq_n[link] > 0:
-                b = lbase[link]
-                t = pool_i[b]
-                lq_n[link] = _h3_pop(pool_t, pool_k, pool_i, b, lq_n[link])
+            if not lbusy[link] and not _mq_empty(lq_s, link):
+                t = _mq_pop(pool_f, pool_k, pool_i, lq_s, lbase[link], link)
                 lbusy[link] = True
                 tr_start[t] = now
                 a = link // K
@@ -389,7 +491,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     busy[a] = False
                     dn = _enlist(dflag, dlist, dn, a)
                     link = a * K + c
-                    lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now, p * K + c, t)
+                    _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + c, t)
                     ln = _enlist(lflag, llist, ln, link)
                 else:
                     busy[c] = False
@@ -398,8 +500,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     for e in range(pptr[p], pptr[p + 1]):
                         u = d_dst[e]
                         if dev[u] == c:
-                            dn = _input_done(u, c, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist,
-                                             dn)
+                            dn = _input_done(u, c, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, dflag,
+                                             dlist, dn)
             elif kind == 0:
                 dx = dev[x]
                 busy[dx] = False
@@ -408,12 +510,11 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     tn = _free(dx, temp[x], start[x], now, f_old, f_new, touched, tlist, tn)
                     # as a consumer: release the tensors it read
                     for i in range(iptr[x], iptr[x + 1]):
-                        e = i_edge[i]
-                        if efwd[e]:     # forwarded: the hold passes to x's output (released in `_drop`)
+                        if i_fwd[i]:    # forwarded: the hold passes to x's output (released in `_drop`)
                             continue
-                        t = edge_tid[e]
+                        t = edge_tid[i_edge[i]]
                         if t < 0:   # a same-device input: the producer's own copy
-                            p = d_pid[e]
+                            p = i_pid[i]
                             port_rem[p] -= 1
                             if port_rem[p] == 0:
                                 tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem,
@@ -430,7 +531,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                         du = dev[u]
                         if du == dx:
                             nlocal += 1
-                            dn = _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
+                            dn = _input_done(u, du, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff,
+                                             dflag, dlist, dn)
                         else:
                             if tmark[du] != p:
                                 tmark[du] = p
@@ -452,13 +554,11 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                             t = tslot[d]
                             tmark[d] = -1
                             if endpoint:    # the send runs on this device first
-                                rq_n[dx] = _h3_push(rq_t, rq_k, rq_i, roff[dx], rq_n[dx], now, skey + p * K + d,
-                                                    V + t)
+                                _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[dx], dx, now, skey + p * K + d, V + t)
                                 dn = _enlist(dflag, dlist, dn, dx)
                             else:
                                 link = dx * K + d
-                                lq_n[link] = _h3_push(pool_t, pool_k, pool_i, lbase[link], lq_n[link], now,
-                                                      p * K + d, t)
+                                _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + d, t)
                                 ln = _enlist(lflag, llist, ln, link)
                     port_rem[p] = nlocal + ntr
                     if want_mem and port_rem[p] == 0:
@@ -468,7 +568,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     u = c_dst[i]
                     du = dev[u]
                     if du == dx:
-                        dn = _input_done(u, du, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
+                        dn = _input_done(u, du, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff,
+                                         dflag, dlist, dn)
                     else:
                         en = _h3_push(et, ek, ei, 0, en, now + lat[dx, du], 2, u)
             elif kind == 1:
@@ -484,15 +585,16 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                     tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
                                tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)
                 if endpoint:    # the receive runs on the destination before its consumers may start
-                    rq_n[c] = _h3_push(rq_t, rq_k, rq_i, roff[c], rq_n[c], now, rkey + t, V + TMAX + t)
+                    _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[c], c, now, rkey + t, V + TMAX + t)
                     dn = _enlist(dflag, dlist, dn, c)
                     continue
                 for e in range(pptr[p], pptr[p + 1]):
                     u = d_dst[e]
                     if dev[u] == c:
-                        dn = _input_done(u, c, now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
+                        dn = _input_done(u, c, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff,
+                                         dflag, dlist, dn)
             else:
-                dn = _input_done(x, dev[x], now, pending, ready, rq_t, rq_k, rq_i, roff, rq_n, dflag, dlist, dn)
+                dn = _input_done(x, dev[x], now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, dflag, dlist, dn)
     return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
             tr_start[:nt].copy(), tr_finish[:nt].copy(), tr_arrive[:nt].copy(), tr_sstart[:nt].copy(),
             tr_rstart[:nt].copy(), peak, peak_t)
@@ -545,5 +647,5 @@ def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
     return KernelRun(*simulate_kernel(
         cluster.num_devices, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
         sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
-        sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, sa.efwd, memory, cluster.transfer_cpu,
+        sa.i_pid, sa.i_fwd, sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, memory, cluster.transfer_cpu,
         cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))

@@ -228,6 +228,14 @@ class Schedule:
             return np.array([0.0]), np.array([base])
         return np.concatenate([[0.0], t]), np.concatenate([[base], base + level])
 
+    def levels_at(self, time_us: float) -> np.ndarray:
+        """Bytes each device holds just after the instant ``time_us`` (its allocations and frees done,
+        persistent included): every device's `timeline` read at that time, in one pass over the items."""
+        m = self.memory
+        alive = (m.alloc_us <= time_us) & (m.free_us > time_us)
+        held = np.bincount(m.device[alive], weights=m.bytes[alive].astype(np.float64), minlength=self.num_devices)
+        return self.persistent_bytes.astype(np.float64) + held
+
     def live_at(self, device: int, time_us: float) -> MemoryItems:
         """The items occupying ``device`` at ``time_us`` (frees at that instant done first)."""
         m = self.memory

@@ -38,7 +38,7 @@ def bottom_levels_masked(topo, optr, odst, oc, w, free):
     return bl
 
 
-@njit
+@leaf
 def walk_path(start, optr, odst, oc, bl, free, cluster, cid):
     """Follow the heaviest free successor from ``start``, claiming nodes for cluster ``cid``."""
     v = start
@@ -99,7 +99,7 @@ def slice_paths(topo, optr, odst, oc, w, K):
     return cluster, num_primary, cid
 
 
-@njit
+@leaf
 def _fen_add(tree, d, L, i, x):
     i += 1
     while i <= L:
@@ -107,7 +107,7 @@ def _fen_add(tree, d, L, i, x):
         i += i & (-i)
 
 
-@njit
+@leaf
 def _fen_prefix(tree, d, i):
     """Sum of levels 0..i-1 on device d."""
     s = 0.0
@@ -167,7 +167,7 @@ def _add_placed_comm(v, ptr, eids, other, dev, ec, comm, total):
     return total
 
 
-@njit
+@leaf
 def _find(parent, x):
     while parent[x] != x:
         parent[x] = parent[parent[x]]

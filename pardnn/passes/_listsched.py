@@ -256,7 +256,7 @@ def _swap(T, Q, I, d, a, b):
     I[d, a], I[d, b] = I[d, b], I[d, a]
 
 
-@njit
+@leaf
 def _push(T, Q, I, d, n, t, q, v):
     j = n
     T[d, j] = t
@@ -272,7 +272,7 @@ def _push(T, Q, I, d, n, t, q, v):
     return n + 1
 
 
-@njit
+@leaf
 def _pop(T, Q, I, d, n):
     n -= 1
     T[d, 0] = T[d, n]
@@ -314,7 +314,7 @@ MAX_GAPS = 512
 """Idle gaps remembered per device; beyond that the earliest is forgotten (ready times only grow, mostly)."""
 
 
-@njit
+@leaf
 def _slot(gs, ge, ng, avail, widest, d, ready, dur):
     """Earliest start at or after ``ready`` for ``dur`` on ``d``, and the gap it uses (-1: after the last op)."""
     n = ng[d]
@@ -334,7 +334,7 @@ def _slot(gs, ge, ng, avail, widest, d, ready, dur):
     return (a if a > ready else ready), -1
 
 
-@njit
+@leaf
 def _take(gs, ge, ng, avail, widest, d, start, dur, j):
     """Occupy ``[start, start + dur)`` on ``d`` (in gap ``j``, or after the last op when ``j < 0``)."""
     end = start + dur
@@ -405,7 +405,7 @@ def _sort_inputs(v, in_ptr, in_port, port_owner, finish, perm, key):
         perm[lo + i] = lo + o[i]
 
 
-@njit
+@leaf
 def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src, port_owner,
                 link_free, tr_arr, lf):
     """When every input of ``v`` would be on device ``d`` if ``v`` went there now (tentative transfers included)."""
@@ -436,7 +436,7 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
     return t
 
 
-@njit
+@leaf
 def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr):
     """Reserve the links for the transfers ``v`` on ``d`` starts (those no earlier consumer on ``d`` started)."""
     n = 0
@@ -455,7 +455,7 @@ def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, por
     return n
 
 
-@njit
+@leaf
 def _charge(v, d, use_mem, first_of_unit, usage, unit_pers, u, port_ptr, held, in_ptr, in_port, cons_left,
             port_owner, dev):
     """Memory bookkeeping of ``v`` placed on ``d`` (see the module docstring)."""

@@ -127,13 +127,6 @@ def _comm_sums(units: _Units, A: np.ndarray, dev: np.ndarray, u: int) -> tuple[n
     return A[mem].T.copy().sum(axis=1), int(dev[mem[0]])
 
 
-def _level(timeline: tuple[np.ndarray, np.ndarray], t: float) -> float:
-    """Memory held at time ``t`` on the device whose `Schedule.timeline` this is (persistent included)."""
-    times, level = timeline
-    i = int(np.searchsorted(times, t, side="right")) - 1
-    return float(level[max(i, 0)])
-
-
 def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
                    *, margin: float = 0.05, max_candidates: int = 1500) -> list[tuple[int, int]]:
     """Heuristic I: for each overloaded device, the cheapest units per byte freed at its peak.
@@ -150,7 +143,6 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
     taken = set()
-    lines = None         # each device's memory timeline, made once
     for d in np.argsort(-over, kind="stable").tolist():
         if over[d] <= 0:
             break
@@ -162,9 +154,7 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
         if cand.size > max_candidates:   # keep the most promising by bytes per unit of work
             score = pot[cand] / (units.work[cand] + 1.0)
             cand = np.sort(cand[np.argsort(-score, kind="stable")[:max_candidates]])
-        if lines is None:
-            lines = [s.timeline(e) for e in range(K)]
-        room_t = np.array([cap[e] - _level(lines[e], t) for e in range(K)])
+        room_t = cap - s.levels_at(t)
         scored = []
         for u in cand.tolist():
             if u in taken:

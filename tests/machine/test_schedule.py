@@ -421,3 +421,17 @@ def test_timelines_and_kernel_peaks_agree(case):
         assert int(level.max()) == int(s.peak_bytes[d])
         if s.peak_bytes[d] > s.persistent_bytes[d]:
             assert times[int(np.argmax(level))] == s.peak_time_us[d]
+
+
+@settings(max_examples=200, deadline=None)
+@given(placed_graphs())
+def test_levels_at_reads_every_timeline_after_the_instant(case):
+    """`Schedule.levels_at` is each device's timeline read just after an instant: at every event time
+    (zero-length items freed again), between events and before the first."""
+    g, c, dev = case
+    s = simulate(g, c, dev)
+    lines = [s.timeline(d) for d in range(c.num_devices)]
+    times = np.unique(np.concatenate([t for t, _ in lines]))
+    for t in np.concatenate([times, (times[:-1] + times[1:]) / 2, [-1.0]]).tolist():
+        want = [float(level[max(int(np.searchsorted(tl, t, side="right")) - 1, 0)]) for tl, level in lines]
+        assert s.levels_at(t).tolist() == want
