@@ -142,23 +142,27 @@ def is_topologically_ordered(g: OpGraph) -> bool:
     return bool(np.all(g.edge_src < g.edge_dst)) if g.num_edges else True
 
 
-def _longest_paths(g: OpGraph, order: list[int], csr: tuple[np.ndarray, np.ndarray], far_end: np.ndarray,
-                   node_w: np.ndarray, edge_w: np.ndarray | None) -> tuple[list[float], list[float]]:
+def _longest_paths(g: OpGraph, order: np.ndarray, csr: tuple[np.ndarray, np.ndarray], far_end: np.ndarray,
+                   node_w: np.ndarray, edge_w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """One sweep over ``order`` for `top_levels` (forwards, in-edges) and `bottom_levels` (backwards,
     out-edges): per node ``v``, ``reach[v]`` = the longest ``edge_w[e] + through[u]`` over its edges ``e``
     in ``csr`` (``u = far_end[e]``, swept before ``v``; 0 with no edges), and
     ``through[v] = reach[v] + node_w[v]``. Returns ``(reach, through)``.
     """
     ptr, eids = csr
-    ptr_l = ptr.tolist()
-    far = far_end[eids].tolist()
-    ew = (np.zeros(g.num_edges) if edge_w is None else np.asarray(edge_w, dtype=np.float64))[eids].tolist()
-    w = np.asarray(node_w, dtype=np.float64).tolist()
-    reach = [0.0] * g.num_nodes
-    through = [0.0] * g.num_nodes
+    ew = np.zeros(g.num_edges) if edge_w is None else np.asarray(edge_w, dtype=np.float64)
+    return _sweep(np.ascontiguousarray(order, dtype=np.int64), ptr.astype(np.int64),
+                  far_end[eids].astype(np.int64), ew[eids], np.asarray(node_w, dtype=np.float64))
+
+
+@njit
+def _sweep(order, ptr, far, ew, w):
+    """The loop of `_longest_paths`, compiled."""
+    reach = np.zeros(w.shape[0])
+    through = np.zeros(w.shape[0])
     for v in order:
         best = 0.0
-        for i in range(ptr_l[v], ptr_l[v + 1]):
+        for i in range(ptr[v], ptr[v + 1]):
             t = ew[i] + through[far[i]]
             if t > best:
                 best = t
@@ -172,14 +176,14 @@ def top_levels(g: OpGraph, node_w: np.ndarray, edge_w: np.ndarray | None = None)
 
     ``tl[v] = max over edges u->v of tl[u] + node_w[u] + edge_w[e]`` (0 for sources).
     """
-    tl, _ = _longest_paths(g, topological_order(g).tolist(), g.in_csr, g.edge_src, node_w, edge_w)
-    return np.asarray(tl)
+    tl, _ = _longest_paths(g, topological_order(g), g.in_csr, g.edge_src, node_w, edge_w)
+    return tl
 
 
 def bottom_levels(g: OpGraph, node_w: np.ndarray, edge_w: np.ndarray | None = None) -> np.ndarray:
     """Length of the longest weighted path starting at each node, its own weight included."""
-    _, bl = _longest_paths(g, topological_order(g)[::-1].tolist(), g.out_csr, g.edge_dst, node_w, edge_w)
-    return np.asarray(bl)
+    _, bl = _longest_paths(g, topological_order(g)[::-1], g.out_csr, g.edge_dst, node_w, edge_w)
+    return bl
 
 
 def critical_path(g: OpGraph, node_w: np.ndarray | None = None,

@@ -526,6 +526,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 # as a producer: wake local consumers, create one transfer per (port, device)
                 for p in range(port_ptr[x], port_ptr[x + 1]):
                     nlocal = 0
+                    nt0 = nt
                     for e in range(pptr[p], pptr[p + 1]):
                         u = d_dst[e]
                         du = dev[u]
@@ -547,20 +548,19 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                                 tr_bytes[t] = d_bytes[e]
                             edge_tid[e] = t
                             rec_rem[t] += 1
-                    ntr = 0
-                    for d in range(K):
-                        if tmark[d] == p:
-                            ntr += 1
-                            t = tslot[d]
-                            tmark[d] = -1
-                            if endpoint:    # the send runs on this device first
-                                _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[dx], dx, now, skey + p * K + d, V + t)
-                                dn = _enlist(dflag, dlist, dn, dx)
-                            else:
-                                link = dx * K + d
-                                _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + d, t)
-                                ln = _enlist(lflag, llist, ln, link)
-                    port_rem[p] = nlocal + ntr
+                    # queue the transfers just made (each on its own link, or as a send keyed by its
+                    # destination: the order of these pushes does not matter)
+                    for t in range(nt0, nt):
+                        d = tr_dst[t]
+                        tmark[d] = -1
+                        if endpoint:    # the send runs on this device first
+                            _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[dx], dx, now, skey + p * K + d, V + t)
+                            dn = _enlist(dflag, dlist, dn, dx)
+                        else:
+                            link = dx * K + d
+                            _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + d, t)
+                            ln = _enlist(lflag, llist, ln, link)
+                    port_rem[p] = nlocal + nt - nt0
                     if want_mem and port_rem[p] == 0:
                         tn = _drop(p, dev, port_owner, port_bytes, start, fwd, edge_tid, d_pid, port_rem, rec_rem,
                                    tr_dst, tr_bytes, tr_start, now, f_old, f_new, touched, tlist, tn)

@@ -460,16 +460,23 @@ def _critical_chain(g: OpGraph, s: Schedule) -> Chain:
     same = dev[order[1:]] == dev[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
     arr = s.input_arrivals()
-    last_in = np.full(V, -1, dtype=np.int64)
-    if g.num_edges:
-        eorder = np.lexsort((np.arange(g.num_edges), -arr, g.edge_dst))
-        firsts = eorder[np.concatenate([[True], g.edge_dst[eorder[1:]] != g.edge_dst[eorder[:-1]]])]
-        last_in[g.edge_dst[firsts]] = firsts
+    arr = np.asarray(arr, dtype=np.float64)
+    last_in = _last_inputs(V, g.edge_dst.astype(np.int64, copy=False), arr)
     waited = start > ready + 1e-9
     kinds, srcs, dsts, delays = _trace_chain(int(np.argmax(finish)), waited, prev, last_in,
-                                             g.edge_src.astype(np.int64), start, ready, finish,
-                                             np.asarray(arr, dtype=np.float64))
+                                             g.edge_src.astype(np.int64), start, ready, finish, arr)
     return Chain(kinds, srcs, dsts, delays)
+
+
+@njit
+def _last_inputs(V, dst, arr):
+    """Per node, its in-edge whose input arrived last (the lowest edge id on ties), or -1."""
+    last = np.full(V, -1, dtype=np.int64)
+    for e in range(dst.shape[0]):
+        v = dst[e]
+        if last[v] < 0 or arr[e] > arr[last[v]]:
+            last[v] = e
+    return last
 
 
 @njit

@@ -63,15 +63,20 @@ refinement after step 2 wins back up to about a third of a step (tuning suite: n
 
 
 def potentials(g: OpGraph, s: Schedule, d: int, t: float) -> np.ndarray:
-    """Bytes each unit would stop holding on device ``d`` at time ``t`` if it moved away."""
+    """Bytes each unit would stop holding on device ``d`` at time ``t`` if it moved away.
+
+    Every sum is of whole bytes (exact in float64 below 2**53), so accumulating with `np.bincount` gives
+    the same numbers in any order."""
     unit = g.unit
-    pot = np.zeros(g.num_units)
+    nu = g.num_units
     on_d = s.device == d
-    np.add.at(pot, unit[on_d], g.persistent_bytes[on_d].astype(np.float64))
+    pot = np.bincount(unit[on_d], weights=g.persistent_bytes[on_d].astype(np.float64), minlength=nu)
     m = s.live_at(d, t)
     # outputs whose same-device consumers all sit in the producer's unit
     data = ~g.edge_control
-    local = data & (s.device[g.edge_src] == d) & (s.device[g.edge_dst] == d)
+    src_d = s.device[g.edge_src] == d
+    dst_d = s.device[g.edge_dst] == d
+    local = data & src_d & dst_d
     shared_port = np.zeros(g.num_ports, dtype=bool)
     ext = local & (unit[g.edge_src] != unit[g.edge_dst])
     shared_port[g.edge_port_id[ext]] = True
@@ -80,21 +85,24 @@ def potentials(g: OpGraph, s: Schedule, d: int, t: float) -> np.ndarray:
         owner = m.ref[out]
         pid = m.output_port_ids(g, out)
         keep = ~shared_port[pid]
-        np.add.at(pot, unit[owner[keep]], m.bytes[out[keep]].astype(np.float64))
+        pot += np.bincount(unit[owner[keep]], weights=m.bytes[out[keep]].astype(np.float64), minlength=nu)
     tmp = np.flatnonzero(m.kind == TEMP)
     if tmp.size:
-        np.add.at(pot, unit[m.ref[tmp]], m.bytes[tmp].astype(np.float64))
+        pot += np.bincount(unit[m.ref[tmp]], weights=m.bytes[tmp].astype(np.float64), minlength=nu)
     rec = np.flatnonzero(m.kind == RECEIVED)
     if rec.size:
-        xe = np.flatnonzero(data & (s.device[g.edge_dst] == d) & (s.device[g.edge_src] != d))
+        xe = np.flatnonzero(data & dst_d & ~src_d)
         tid = s.transfer_rows(g.edge_port_id[xe], np.full(xe.size, d))
-        # the single consuming unit of each transfer row (or -2 when several units consume it)
-        cons = np.full(len(s.transfers), -1, dtype=np.int64)
-        for row, u in zip(tid.tolist(), unit[g.edge_dst[xe]].tolist()):
-            cons[row] = u if cons[row] in (-1, u) else -2
+        # the single consuming unit of each transfer row (-1: none here; -2: several units consume it)
+        cu = unit[g.edge_dst[xe]]
+        lo = np.full(len(s.transfers), np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(len(s.transfers), -1, dtype=np.int64)
+        np.minimum.at(lo, tid, cu)
+        np.maximum.at(hi, tid, cu)
+        cons = np.where(hi < 0, -1, np.where(lo == hi, hi, -2))
         rows = m.ref[rec]
         sole = cons[rows] >= 0
-        np.add.at(pot, cons[rows[sole]], m.bytes[rec[sole]].astype(np.float64))
+        pot += np.bincount(cons[rows[sole]], weights=m.bytes[rec[sole]].astype(np.float64), minlength=nu)
     return pot
 
 
@@ -118,13 +126,16 @@ class _Units:
         return self.members_sorted[self.ptr[u]:self.ptr[u + 1]]
 
 
-def _comm_sums(units: _Units, A: np.ndarray, dev: np.ndarray, u: int) -> tuple[np.ndarray, int]:
-    """Per device ``e``, ``A[members, e].sum()`` (the same sum, bit for bit: a row of a contiguous copy),
-    and the device unit ``u`` is on. Moving ``u`` from ``here`` to ``e`` adds ``sums[here] - sums[e] -
-    2 * internal_c[u]`` of communication (negative: saved).
+def _comm_sums(units: _Units, A: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Row ``i``: per device ``e``, ``A[members of cand[i], e].sum()``, the same sum bit for bit as a row of
+    a contiguous copy (a unit of one op reads its row as is). Moving unit ``u`` from its device ``here``
+    to ``e`` adds ``sums[here] - sums[e] - 2 * internal_c[u]`` of communication (negative: saved).
     """
-    mem = units.members(u)
-    return A[mem].T.copy().sum(axis=1), int(dev[mem[0]])
+    size = units.ptr[cand + 1] - units.ptr[cand]
+    out = A[units.members_sorted[units.ptr[cand]]]
+    for i in np.flatnonzero(size > 1).tolist():
+        out[i] = A[units.members(int(cand[i]))].T.copy().sum(axis=1)
+    return out
 
 
 def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
@@ -142,7 +153,7 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     A = cm.comm_by_device(g, dev, K)
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
-    taken = set()
+    taken = np.zeros(units.n, dtype=bool)
     for d in np.argsort(-over, kind="stable").tolist():
         if over[d] <= 0:
             break
@@ -155,31 +166,30 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
             score = pot[cand] / (units.work[cand] + 1.0)
             cand = np.sort(cand[np.argsort(-score, kind="stable")[:max_candidates]])
         room_t = cap - s.levels_at(t)
-        scored = []
-        for u in cand.tolist():
-            if u in taken:
-                continue
-            best = None
-            sums = None
-            for e in range(K):
-                if e == d or room_peak[e] < pers[u] or room_t[e] < pot[u]:
-                    continue
-                if sums is None:
-                    sums, here = _comm_sums(units, A, dev, u)
-                cost = max(units.work[u] + float(sums[here] - sums[e] - 2 * units.internal_c[u]), 1e-3)
-                if best is None or cost < best[0]:
-                    best = (cost, e)
-            if best is not None:
-                scored.append((best[0] / pot[u], u, best[1]))
-        scored.sort()
+        # each candidate's cheapest target with room (the first on ties), ranked by cost per byte freed
+        cand = cand[~taken[cand]]
+        ok = ((np.arange(K) != d)[None, :] & (room_peak[None, :] >= pers[cand][:, None])
+              & (room_t[None, :] >= pot[cand][:, None]))
+        cand, ok = cand[ok.any(axis=1)], ok[ok.any(axis=1)]
+        if cand.size == 0:
+            continue
+        sums = _comm_sums(units, A, cand)
+        here = dev[units.members_sorted[units.ptr[cand]]]
+        rows = np.arange(cand.size)
+        cost = np.maximum(units.work[cand][:, None]
+                          + ((sums[rows, here][:, None] - sums) - (2 * units.internal_c[cand])[:, None]), 1e-3)
+        cost[~ok] = np.inf
+        target = np.argmin(cost, axis=1)
+        ratio = cost[rows, target] / pot[cand]
         freed = 0.0
-        for _, u, e in scored:
+        for i in np.lexsort((cand, ratio)).tolist():
+            u, e = int(cand[i]), int(target[i])
             if freed >= over[d] * (1 + margin):
                 break
             if room_peak[e] < pers[u] or room_t[e] < pot[u]:
                 continue
             moves.append((u, e))
-            taken.add(u)
+            taken[u] = True
             room_peak[e] -= pers[u]
             room_t[e] -= pot[u]
             freed += pot[u]

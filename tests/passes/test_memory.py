@@ -237,20 +237,26 @@ def test_infeasible_error_reports_the_smallest_memory_that_fits():
 
 
 def test_comm_sums_are_the_per_target_sums_bit_for_bit():
-    """`_comm_sums` replaces one ``A[members, e].sum()`` per target; the knapsack's choices rest on equal sums."""
+    """`_comm_sums` replaces one ``A[members, e].sum()`` per candidate and target; the knapsack's choices
+    rest on equal sums (units of one op and of many, in any order of members)."""
     from types import SimpleNamespace
 
     from pardnn.passes.memory import _comm_sums
 
     rng = np.random.default_rng(3)
-    for m in (1, 2, 7, 8, 9, 130, 300):
-        A = rng.random((m + 5, 6)) * 10.0 ** rng.integers(-4, 10, size=(m + 5, 6))
-        mem = rng.permutation(m + 5)[:m]
-        units = SimpleNamespace(members=lambda u: mem)
-        dev = np.full(m + 5, 4)
-        sums, here = _comm_sums(units, A, dev, 0)
-        assert here == 4
-        assert [float(x) for x in sums] == [float(A[mem, e].sum()) for e in range(6)]
+    sizes = [1, 2, 7, 8, 9, 130, 300, 1]
+    n = sum(sizes) + 5
+    A = rng.random((n, 6)) * 10.0 ** rng.integers(-4, 10, size=(n, 6))
+    members_sorted = rng.permutation(n)[:sum(sizes)]
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    units = SimpleNamespace(ptr=ptr, members_sorted=members_sorted,
+                            members=lambda u: members_sorted[ptr[u]:ptr[u + 1]])
+    cand = np.array([6, 0, 3, 7, 5, 1])
+    sums = _comm_sums(units, A, cand)
+    assert sums.shape == (cand.size, 6)
+    for i, u in enumerate(cand.tolist()):
+        mem = members_sorted[ptr[u]:ptr[u + 1]]
+        assert [float(x) for x in sums[i]] == [float(A[mem, e].sum()) for e in range(6)]
 
 
 def test_apply_moves_moves_whole_units_and_the_last_move_wins():
