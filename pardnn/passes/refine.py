@@ -304,9 +304,11 @@ class Refine:
     """The share of the effort's floor this pass gets when ``min_evals`` is not given."""
     boost: float | None = None
     """The budget's multiplier on graphs up to 150k nodes plus edges (default: the effort's)."""
-    overflow_floor: int = 40
-    """The floor instead of ``min_evals`` when the plan starts over a memory limit: step 2 will rewrite it,
-    so on the largest graphs step 1 spends less on its step time."""
+    overflow_share: float = 0.4
+    """When the plan starts over a memory limit, the floor is at most this share of the effort's (40
+    simulations at the best effort, 12 at the default): step 2 will rewrite the plan, so on the largest
+    graphs, where the floor binds, step 1 spends less on its step time (the same share as ``refine-mem``'s
+    floor)."""
     only_if_changed: bool = False
     """Skip the pass when the pass before it left the assignment unchanged (`PlanState.changed`)."""
 
@@ -328,7 +330,7 @@ class Refine:
             if bounded:
                 first = simulate(g, cluster, state.assignment, memory=True)
                 if not first.feasible:
-                    floor = min(floor, self.overflow_floor)
+                    floor = min(floor, int(round(effort.floor * self.overflow_share)))
             after_step2 = self.respect_memory is True
             budget = default_budget(g, floor=floor, boost=effort.boost if self.boost is None else self.boost,
                                     work=effort.mem_work if after_step2 else effort.work,

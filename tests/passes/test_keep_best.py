@@ -107,3 +107,25 @@ def test_every_effort_spec_parses_and_round_trips(effort):
 
     spec = default_spec(PardnnOptions(effort=effort))
     assert str(parse_pipeline(spec)) == spec
+
+
+def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
+    """Where the floor binds (a graph this size at a tiny ``work``), step 1 refines a plan that breaks a memory
+    limit with ``overflow_share`` of the floor: step 2 rewrites it anyway. A plan that fits keeps the whole floor."""
+    import dataclasses
+
+    from pardnn.passes import refine as refine_mod
+
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", dataclasses.replace(EFFORTS["default"], work=1.0))
+    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
+    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
+        [(f"c{j}_29", "end") for j in range(4)]
+    g = tiny(nodes, edges)
+    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 4)
+    roomy = Cluster.homogeneous(4, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    tight = Cluster.homogeneous(4, 2000, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    assert simulate(g, roomy, start.assignment).feasible and not simulate(g, tight, start.assignment).feasible
+    floor = EFFORTS["default"].floor
+    assert Refine()(g, roomy, start).stats["refine"]["budget"] == floor
+    assert Refine()(g, tight, start).stats["refine"]["budget"] == round(0.4 * floor)
+    assert Refine(overflow_share=1.0)(g, tight, start).stats["refine"]["budget"] == floor
