@@ -66,11 +66,14 @@ class Effort:
     step time step 2 gave up; it runs only when step 2 changed the plan."""
     mem_ceiling: int
     """``ceiling`` for that refinement."""
+    mem_boost: float = 1.0
+    """``boost`` for that refinement."""
 
 
 EFFORTS = {
     "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
-    "default": Effort(work=5e6, boost=1.0, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000),
+    "default": Effort(work=5e6, boost=1.5, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000,
+                      mem_boost=2.0),
     "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
@@ -332,7 +335,8 @@ class Refine:
                 if not first.feasible:
                     floor = min(floor, int(round(effort.floor * self.overflow_share)))
             after_step2 = self.respect_memory is True
-            budget = default_budget(g, floor=floor, boost=effort.boost if self.boost is None else self.boost,
+            boost = (effort.mem_boost if after_step2 else effort.boost) if self.boost is None else self.boost
+            budget = default_budget(g, floor=floor, boost=boost,
                                     work=effort.mem_work if after_step2 else effort.work,
                                     ceiling=effort.mem_ceiling if after_step2 else effort.ceiling)
         if self.respect_memory is False:

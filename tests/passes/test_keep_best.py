@@ -129,3 +129,24 @@ def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
     assert Refine()(g, roomy, start).stats["refine"]["budget"] == floor
     assert Refine()(g, tight, start).stats["refine"]["budget"] == round(0.4 * floor)
     assert Refine(overflow_share=1.0)(g, tight, start).stats["refine"]["budget"] == floor
+
+
+def test_the_memory_aware_refinement_takes_the_efforts_mem_boost(monkeypatch):
+    """`refine-mem`'s budget is ``mem_boost`` x ``mem_work`` / (V+E) on graphs below the taper, step 1's ``boost``
+    x ``work`` / (V+E); an explicit ``boost`` option overrides either (a tiny ``work`` keeps the ceilings out of it)."""
+    import dataclasses
+
+    from pardnn.passes import make_pass
+    from pardnn.passes import refine as refine_mod
+
+    e = dataclasses.replace(EFFORTS["default"], work=1.0e5, mem_work=2.0e5, floor=1, boost=1.5, mem_boost=2.0)
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
+    g = tiny([(f"n{i}", 1 + i % 3, 10) for i in range(40)], [(f"n{i}", f"n{i + 1}") for i in range(39)])
+    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 2)
+    c = Cluster.homogeneous(2, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    size = g.num_nodes + g.num_edges
+    assert Refine()(g, c, start).stats["refine"]["budget"] == int(1.5 * 1.0e5 / size)
+    mem = make_pass("refine-mem")(g, c, start.replace(changed=True))
+    assert mem.stats["refine"]["budget"] == int(2.0 * 2.0e5 / size)
+    assert make_pass("refine-mem", boost=1.0)(g, c, start.replace(changed=True)).stats["refine"]["budget"] == \
+        int(2.0e5 / size)
