@@ -435,3 +435,30 @@ def test_levels_at_reads_every_timeline_after_the_instant(case):
     for t in np.concatenate([times, (times[:-1] + times[1:]) / 2, [-1.0]]).tolist():
         want = [float(level[max(int(np.searchsorted(tl, t, side="right")) - 1, 0)]) for tl, level in lines]
         assert s.levels_at(t).tolist() == want
+
+
+def test_a_repeated_simulation_is_remembered_not_rerun(monkeypatch):
+    """The same graph, cluster object, memory flag and assignment give the same schedule again without running
+    the kernel; a changed assignment (even the caller's own array, changed in place), another cluster object or
+    the other memory flag simulate anew."""
+    from pardnn.machine import schedule as sched
+
+    g = tiny([("a", 2.0, 100), ("b", 3.0, 50), ("c", 1.0, 10)], [("a", "b"), ("a", "c")])
+    c = cluster(2)
+    calls = []
+    real = sched.run_kernel
+    monkeypatch.setattr(sched, "run_kernel", lambda *a: calls.append(1) or real(*a))
+    dev = np.array([0, 1, 0])
+    first = simulate(g, c, dev)
+    again = simulate(g, c, np.array([0, 1, 0]))
+    assert len(calls) == 1
+    assert again.makespan_us == first.makespan_us and again.peak_bytes.tolist() == first.peak_bytes.tolist()
+    assert again.start_us.tolist() == first.start_us.tolist() and len(again.transfers) == len(first.transfers)
+    assert again.device.tolist() == [0, 1, 0]
+    dev[1] = 0                                   # the first caller's array, changed in place
+    one = simulate(g, c, dev)
+    assert len(calls) == 2 and len(one.transfers) == 0 and one.makespan_us == 6.0
+    simulate(g, c, np.array([0, 1, 0]), memory=False)
+    simulate(g, cluster(2), np.array([0, 1, 0]))
+    assert len(calls) == 4
+    assert simulate(g, c, np.array([0, 1, 0])).makespan_us == first.makespan_us and len(calls) == 4
