@@ -420,7 +420,8 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     the partitioner uses that when it needs nothing but the makespan.
 
     The same graph, cluster object, memory flag and assignment as one of the last few calls give that
-    call's schedule again (a new `Schedule` whose ``device`` is this call's array) without simulating.
+    call's schedule again (a new `Schedule` whose ``device`` is this call's array, its other arrays the
+    same read-only ones) without simulating.
     """
     dev = _as_assignment(g, cluster, placement)
     recent = g.__dict__.get(_RECENT)
@@ -456,14 +457,20 @@ def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Sc
     peak = persistent + run.transient if memory else persistent.copy()
     peak_t = run.peak_t if memory else np.zeros(K)
     violations = _violations(g, cluster, dev, peak if memory else np.zeros(K, np.int64), peak_t)
-    return Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
-                    cluster.capacity.copy(), tuple(violations), g, memory, cluster)
+    s = Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
+                 cluster.capacity.copy(), tuple(violations), g, memory, cluster)
+    # a schedule is a value (the memo hands the same arrays to every caller): its arrays are read-only,
+    # all but ``device``, which is the caller's own assignment
+    for a in (s.start_us, s.finish_us, s.ready_us, s.persistent_bytes, s.peak_bytes, s.peak_time_us, s.capacity,
+              *(getattr(transfers, f.name) for f in fields(transfers))):
+        a.flags.writeable = False
+    return s
 
 
 def single_device_peak(g: OpGraph) -> int:
     """Peak memory with every op on one device, pins ignored (SPEC §1.1 rule 10)."""
-    one = Cluster.homogeneous(1)
-    return int(simulate(g, one, np.zeros(g.num_nodes, dtype=np.int64)).peak_bytes[0])
+    one = Cluster.homogeneous(1)     # a new cluster each time: not worth a place in the memo
+    return int(_simulate(g, one, np.zeros(g.num_nodes, dtype=np.int64), True).peak_bytes[0])
 
 
 def describe_item(g: OpGraph, s: Schedule, items: MemoryItems, i: int) -> str:

@@ -74,7 +74,8 @@ EFFORTS = {
     "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
     "default": Effort(work=5e6, boost=1.5, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000,
                       mem_boost=2.0),
-    "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000),
+    "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000,
+                   mem_boost=2.0),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
 BUDGET_WORK = EFFORTS["best"].work

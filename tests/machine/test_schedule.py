@@ -462,3 +462,7 @@ def test_a_repeated_simulation_is_remembered_not_rerun(monkeypatch):
     simulate(g, cluster(2), np.array([0, 1, 0]))
     assert len(calls) == 4
     assert simulate(g, c, np.array([0, 1, 0])).makespan_us == first.makespan_us and len(calls) == 4
+    # what every caller shares cannot be changed by one of them
+    for arr in (again.start_us, again.peak_bytes, again.transfers.finish_us):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[:] = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -63,6 +65,12 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
                                  ceiling=EFFORTS[e].ceiling)
                for e in EFFORTS}
     assert budgets["fast"] < budgets["default"] <= budgets["best"]
+    # the memory-aware refinement's budgets are ordered the same way, at every size
+    for n in (50, 2_000, 20_000, 120_000, 300_000):
+        big = SimpleNamespace(num_nodes=n, num_edges=n)
+        mem = {e: default_budget(big, floor=round(0.4 * EFFORTS[e].floor), boost=EFFORTS[e].mem_boost,
+                                 work=EFFORTS[e].mem_work, ceiling=EFFORTS[e].mem_ceiling) for e in EFFORTS}
+        assert mem["fast"] < mem["default"] <= mem["best"], (n, mem)
     assert default_spec(PardnnOptions(effort="fast")) == \
         "slice,map,seed{schedulers=heft+cpop+metis},refine{effort=fast},memory,refine-mem{effort=fast},best"
     with pytest.raises(ValueError, match="unknown effort 'hard'"):
