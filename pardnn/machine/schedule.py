@@ -428,16 +428,16 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     if recent is None:
         recent = []
         object.__setattr__(g, _RECENT, recent)
-    for i, (c, m, d, s) in enumerate(recent):
+    for i, (c, m, d, s, _) in enumerate(recent):
         if c is cluster and m == memory and np.array_equal(d, dev):
             recent.insert(0, recent.pop(i))
             return dataclasses.replace(s, device=dev)
     s = _simulate(g, cluster, dev, memory)
-    recent.insert(0, (cluster, memory, dev.copy(), dataclasses.replace(s)))
+    size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f.name).nbytes for f in fields(s.transfers))
+    recent.insert(0, (cluster, memory, dev.copy(), dataclasses.replace(s), size))
     held = 0
-    for i, (_, _, d, r) in enumerate(recent):
-        held += d.nbytes + r.start_us.nbytes * 3 + sum(getattr(r.transfers, f.name).nbytes
-                                                      for f in fields(r.transfers))
+    for i, entry in enumerate(recent):
+        held += entry[4]
         if i >= RECENT_SCHEDULES or (i > 0 and held > RECENT_BYTES):
             del recent[i:]
             break
@@ -500,8 +500,7 @@ def _critical_chain(g: OpGraph, s: Schedule) -> Chain:
     prev = np.full(V, -1, dtype=np.int64)
     same = dev[order[1:]] == dev[order[:-1]]
     prev[order[1:][same]] = order[:-1][same]
-    arr = s.input_arrivals()
-    arr = np.asarray(arr, dtype=np.float64)
+    arr = np.asarray(s.input_arrivals(), dtype=np.float64)
     last_in = _last_inputs(V, g.edge_dst.astype(np.int64, copy=False), arr)
     waited = start > ready + 1e-9
     kinds, srcs, dsts, delays = _trace_chain(int(np.argmax(finish)), waited, prev, last_in,

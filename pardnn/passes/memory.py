@@ -170,7 +170,8 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
         cand = cand[~taken[cand]]
         ok = ((np.arange(K) != d)[None, :] & (room_peak[None, :] >= pers[cand][:, None])
               & (room_t[None, :] >= pot[cand][:, None]))
-        cand, ok = cand[ok.any(axis=1)], ok[ok.any(axis=1)]
+        some = ok.any(axis=1)
+        cand, ok = cand[some], ok[some]
         if cand.size == 0:
             continue
         sums = _comm_sums(units, A, cand)

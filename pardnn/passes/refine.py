@@ -335,11 +335,11 @@ class Refine:
                 first = simulate(g, cluster, state.assignment, memory=True)
                 if not first.feasible:
                     floor = min(floor, int(round(effort.floor * self.overflow_share)))
-            after_step2 = self.respect_memory is True
-            boost = (effort.mem_boost if after_step2 else effort.boost) if self.boost is None else self.boost
-            budget = default_budget(g, floor=floor, boost=boost,
-                                    work=effort.mem_work if after_step2 else effort.work,
-                                    ceiling=effort.mem_ceiling if after_step2 else effort.ceiling)
+            # after step 2 (respect_memory True) the memory-aware refinement's figures
+            work, ceiling, boost = ((effort.mem_work, effort.mem_ceiling, effort.mem_boost)
+                                    if self.respect_memory is True else (effort.work, effort.ceiling, effort.boost))
+            budget = default_budget(g, floor=floor, boost=boost if self.boost is None else self.boost,
+                                    work=work, ceiling=ceiling)
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
