@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Protocol, Sequence
@@ -264,13 +265,16 @@ def parse_pipeline(spec: str) -> Pipeline:
         if brace:
             if not rest.endswith("}"):
                 raise ValueError(f"pass {name!r}: options must end with '}}'")
-            known = {f.name for f in fields(pass_class(name))}
+            known = {f.name: f for f in fields(pass_class(name))}
             for pair in filter(None, (x.strip() for x in rest[:-1].split(","))):
                 key, eq, value = pair.partition("=")
                 key = key.strip().replace("-", "_")
                 if not eq or key not in known:
                     raise ValueError(f"pass {name!r} has no option {key!r}; its options: {', '.join(sorted(known))}")
                 options[key] = _parse_value(value)
+                kinds = set(re.findall(r"\w+", str(known[key].type)))
+                if isinstance(options[key], str) and kinds and kinds <= {"int", "float", "bool", "None"}:
+                    raise ValueError(f"pass {name!r}: option {key!r} takes {known[key].type}, got {value.strip()!r}")
         passes.append(make_pass(name, **options))
         labels.append(name)
     return Pipeline(tuple(passes), labels=tuple(labels))

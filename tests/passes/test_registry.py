@@ -79,6 +79,9 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
 @pytest.mark.parametrize("spec, message", [
     ("slice,nope", r"unknown pass 'nope'; known passes: slice, map, seed, refine, memory, refine-mem"),
     ("refine{bogus=1}", r"pass 'refine' has no option 'bogus'; its options: .*max_evals"),
+    ("refine{overflow_share=abc}", r"pass 'refine': option 'overflow_share' takes float, got 'abc'"),
+    ("refine{max_evals=lots}", r"pass 'refine': option 'max_evals' takes int \| None, got 'lots'"),
+    ("refine{kicks=maybe}", r"pass 'refine': option 'kicks' takes bool, got 'maybe'"),
     ("refine{max_evals=3", r"unbalanced '\{'"),
     ("slice,,map", r"empty pass name"),
 ])
