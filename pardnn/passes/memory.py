@@ -139,11 +139,13 @@ def _comm_sums(units: _Units, A: np.ndarray, cand: np.ndarray) -> np.ndarray:
 
 
 def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,
-                   *, margin: float = 0.05, max_candidates: int = 1500) -> list[tuple[int, int]]:
+                   *, margin: float = 0.05, max_candidates: int = 1500,
+                   frozen: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Heuristic I: for each overloaded device, the cheapest units per byte freed at its peak.
 
     A target must have room for the unit's persistent bytes at its own peak,
     and for the rest of what the unit frees at the instant of the overflow.
+    Units marked in ``frozen`` (a bool per unit) never move.
     """
     K = cluster.num_devices
     dev = s.device
@@ -153,7 +155,7 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     A = cm.comm_by_device(g, dev, K)
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
-    taken = np.zeros(units.n, dtype=bool)
+    taken = np.zeros(units.n, dtype=bool) if frozen is None else frozen.copy()
     for d in np.argsort(-over, kind="stable").tolist():
         if over[d] <= 0:
             break

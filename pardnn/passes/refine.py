@@ -27,7 +27,9 @@ seen is kept:
 3. Rank the moves by an estimated gain (the delay on the chain minus the
    communication the move adds), simulate them in that order, and accept the
    first that shortens the step. Stop when no proposal helps or the
-   evaluation budget is spent.
+   evaluation budget is spent. With memory checked, a move that shortens
+   the step but breaks a limit is first repaired with one round of step 2's
+   exact moves (`memory.knapsack_moves`), never moving back what it moved.
 
 The budget is a number of simulations, not seconds, so the same input gives
 the same plan on any machine.
@@ -44,6 +46,7 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..pipeline import PlanState
+from .memory import _Units, apply_moves, knapsack_moves
 
 
 # Tuning constants (each chosen on the tuning suite; benchmarks/RESULTS.md has the figures)
@@ -135,6 +138,8 @@ class _Mover:
         self.unit = g.unit
         self.unit_ptr, self.unit_members = g.unit_members
         self.pinned_unit = g.unit_pin >= 0
+        self.units = None
+        """Step 2's per-unit arrays, built when a move is first repaired."""
         self.path = paths.path if paths is not None else None
         if self.path is not None:
             porder = np.argsort(self.path, kind="stable")
@@ -313,6 +318,9 @@ class Refine:
     simulations at the best effort, 12 at the default): step 2 will rewrite the plan, so on the largest
     graphs, where the floor binds, step 1 spends less on its step time (the same share as ``refine-mem``'s
     floor)."""
+    repair: bool = True
+    """With memory checked, a move that shortens the step but breaks a limit gets one round of step 2's
+    exact moves (heuristic I) before it is judged."""
     only_if_changed: bool = False
     """Skip the pass when the pass before it left the assignment unchanged (`PlanState.changed`)."""
 
@@ -432,6 +440,21 @@ class Refine:
             out[members] = (here + 1 + int(rng.integers(0, K - 1))) % K
         return out
 
+    def _repair_move(self, g, cluster, cm, mover, ev, cur, trial, s2):
+        """A move that shortens the step but breaks a memory limit, made to fit: one round of heuristic I's
+        cheapest moves off each overloaded device at its peak, never moving back the units the move itself
+        moved. (assignment, schedule), or None when the round has no moves."""
+        if mover.units is None:
+            mover.units = _Units(g, cm)
+        units = mover.units
+        moved = np.zeros(units.n, dtype=bool)
+        moved[g.unit[trial != cur]] = True
+        moves = knapsack_moves(g, cluster, cm, units, s2, frozen=moved)
+        if not moves:
+            return None
+        fixed = apply_moves(units, trial, moves)
+        return fixed, ev.schedule(fixed, memory=True)
+
     def _descend(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals):
         """First-improvement descent through the move ladder until no neighbourhood helps."""
         cur_ms = float(s.makespan_us)
@@ -461,6 +484,11 @@ class Refine:
                     misses += 1
                     continue
                 s2 = ev.schedule(trial, memory=check_memory)
+                if (check_memory and self.repair and not s2.feasible and s2.makespan_us < cur_ms - 1e-9
+                        and ev.evaluations < budget):
+                    fixed = self._repair_move(g, cluster, cm, mover, ev, cur, trial, s2)
+                    if fixed is not None:
+                        trial, s2 = fixed
                 if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
                     cur, s, cur_ms = trial, s2, float(s2.makespan_us)
                     totals["accepted"] += 1

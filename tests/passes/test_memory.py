@@ -273,3 +273,26 @@ def test_apply_moves_moves_whole_units_and_the_last_move_wins():
     # units: 0 = group a (n0, n1), 1 = group b (n3), 2 = n2, 3 = n4
     assert apply_moves(units, dev, [(0, 2), (3, 1), (0, 1)]).tolist() == [1, 1, 1, 2, 1]
     assert dev.tolist() == [0, 0, 1, 2, 2]
+
+
+def test_knapsack_moves_leave_frozen_units_where_they_are():
+    """dev1 holds a(10 us, 500 B) and two idle weights (400 B each) under 1000 B: the weights are the
+    cheapest to move, but frozen they stay and a, the one unit left, goes."""
+    from pardnn.machine import CostModel
+    from pardnn.passes.memory import _Units, knapsack_moves
+
+    b = GraphBuilder("r")
+    b.add_node("a", time_us=10.0, persistent_bytes=500)
+    b.add_node("w1", time_us=0.0, persistent_bytes=400)
+    b.add_node("w2", time_us=0.0, persistent_bytes=400)
+    g = b.build()
+    c = free_links(2, memory_bytes=1000)
+    s = simulate(g, c, np.array([1, 1, 1]))
+    assert not s.feasible
+    cm = CostModel.build(g, c)
+    units = _Units(g, cm)
+    free = knapsack_moves(g, c, cm, units, s)
+    assert [u for u, _ in free] in ([int(g.unit[1])], [int(g.unit[2])])
+    frozen = np.zeros(units.n, dtype=bool)
+    frozen[g.unit[[1, 2]]] = True
+    assert knapsack_moves(g, c, cm, units, s, frozen=frozen) == [(int(g.unit[0]), 0)]

@@ -118,3 +118,29 @@ def test_proposals_share_path_segments_instead_of_copying_them():
     assert pulls and all(len(m.nodes) == L for m in pulls)
     # one segment copied per link would be > L * L * 28 bytes (63 MB); shared, a few MB at most
     assert peak < 8 * 2**20, peak
+
+
+def test_a_move_that_breaks_a_limit_is_repaired_before_it_is_judged():
+    """
+    dev0: a(10) b(10), each holding 500 B     dev1: w1 w2 (0 us), each holding 400 B     capacity 1000 B
+
+    The step is 20 us. Moving a or b to the idle dev1 halves it but puts 1300 B there, and moving a
+    weight alone does not shorten the step: no single move helps. With the repair, step 2's exact
+    moves shed dev1's overflow without moving the op back: one weight goes to dev0 (900 B on each).
+    """
+    b = GraphBuilder("r")
+    b.add_node("a", time_us=10.0, persistent_bytes=500)
+    b.add_node("b", time_us=10.0, persistent_bytes=500)
+    b.add_node("w1", time_us=0.0, persistent_bytes=400)
+    b.add_node("w2", time_us=0.0, persistent_bytes=400)
+    g = b.build()
+    c = free_links(2, memory_bytes=1000)
+    start = PlanState(assignment=np.array([0, 0, 1, 1]))
+    assert simulate(g, c, start.assignment).feasible
+    stuck = Refine(respect_memory=True, repair=False, kicks=False, max_evals=50)(g, c, start)
+    assert stuck.makespan_us == 20.0
+    fixed = Refine(respect_memory=True, kicks=False, max_evals=50)(g, c, start)
+    assert fixed.makespan_us == 10.0
+    dev = fixed.assignment
+    assert dev[0] != dev[1] and sorted(dev.tolist()) == [0, 0, 1, 1]
+    assert simulate(g, c, dev).feasible
