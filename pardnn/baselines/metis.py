@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linear_sum_assignment
 
 from ..cluster import Cluster
 from ..errors import MissingDependencyError
@@ -163,6 +162,8 @@ def match_parts(parts: np.ndarray, pins: np.ndarray, cluster: Cluster) -> np.nda
     kind = np.stack([cluster.speed, capacity_shares(cluster)], axis=1)
     same = (np.abs(kind[:, None, :] - kind[None, :, :]) <= 1e-12).all(axis=2)
     cost = np.where(same, -agree - 1e-6 * np.eye(K), 1e9)     # prefer the identity on ties
+    from scipy.optimize import linear_sum_assignment     # loaded when pins need it (0.15 s of start-up)
+
     rows, cols = linear_sum_assignment(cost)
     mapping = np.empty(K, dtype=np.int64)
     mapping[rows] = cols

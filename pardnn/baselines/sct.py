@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import linprog
 
 from ..analysis import topological_levels
 from ..cluster import Cluster
@@ -133,6 +132,8 @@ def solve_favourite_lp(src: np.ndarray, dst: np.ndarray, c: np.ndarray, p: np.nd
     bounds = np.zeros((nvar, 2))
     bounds[:m, 1] = 1.0
     bounds[m:, 1] = np.inf
+    from scipy.optimize import linprog     # loaded when an LP is solved (0.15 s of every start-up otherwise)
+
     res = linprog(cost, A_ub=A, b_ub=np.concatenate(rhs).astype(np.float64), bounds=bounds, method="highs")
     if res.status != 0:
         raise RuntimeError(f"the favourite-child LP failed: {res.message}")
