@@ -71,12 +71,16 @@ class Effort:
     """``ceiling`` for that refinement."""
     mem_boost: float = 1.0
     """``boost`` for that refinement."""
+    mid_boost: float | None = None
+    """Step 1's boost on mid-sized graphs, from `MID_BOOST_FULL_FROM` nodes plus edges on (None: ``boost``).
+    It ramps up from ``boost`` at `MID_BOOST_FROM`, where the budget stays flat; graphs below that keep the
+    budget that holds them to about a second."""
 
 
 EFFORTS = {
     "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
     "default": Effort(work=5e6, boost=1.5, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000,
-                      mem_boost=2.0),
+                      mem_boost=2.0, mid_boost=3.0),
     "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000,
                    mem_boost=2.0),
 }
@@ -86,6 +90,10 @@ BOOST_FULL_BELOW = 1.5e5
 """Up to this many nodes plus edges the budget gets the full boost."""
 BOOST_NONE_ABOVE = 4e5
 """From this many nodes plus edges on, no boost; between the two the boost tapers linearly."""
+MID_BOOST_FROM = 1.2e4
+"""Up to this many nodes plus edges (graphs of about 5k ops) the boost is ``boost``, not ``mid_boost``."""
+MID_BOOST_FULL_FROM = 2.4e4
+"""From this many nodes plus edges on, ``mid_boost`` in full (up to `BOOST_FULL_BELOW`, then tapering)."""
 PATH_GAIN_SHARE = 0.9
 """A path switch's estimated gain, relative to switching its single waiting node (it moves more)."""
 KICK_SHARE = 0.05
@@ -97,15 +105,20 @@ LADDER = ("chain", "chain, every target", "paths", "units")
 
 
 def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: float = BUDGET_WORK,
-                   ceiling: int = 20000) -> int:
+                   ceiling: int = 20000, mid_boost: float | None = None) -> int:
     """Simulations allowed: about ``boost`` x ``work`` / (V + E) up to `BOOST_FULL_BELOW`, the boost
     falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and ``ceiling`` for
-    tiny ones.
+    tiny ones. With ``mid_boost``, the boost rises from ``boost`` at `MID_BOOST_FROM` to ``mid_boost`` at
+    `MID_BOOST_FULL_FROM` (in proportion to the size when ``mid_boost`` is twice ``boost``, so the budget
+    stays flat there) before it tapers.
 
     A simulation costs O(V + E), so at the best effort refinement takes a few seconds on graphs up to
     ~50k ops. On the largest graphs the budget falls towards its floor.
     """
     size = g.num_nodes + g.num_edges
+    if mid_boost is not None:
+        ramp = float(np.clip((size - MID_BOOST_FROM) / (MID_BOOST_FULL_FROM - MID_BOOST_FROM), 0.0, 1.0))
+        boost = boost + (mid_boost - boost) * ramp
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
@@ -344,10 +357,14 @@ class Refine:
                 if not first.feasible:
                     floor = min(floor, int(round(effort.floor * self.overflow_share)))
             # after step 2 (respect_memory True) the memory-aware refinement's figures
-            work, ceiling, boost = ((effort.mem_work, effort.mem_ceiling, effort.mem_boost)
-                                    if self.respect_memory is True else (effort.work, effort.ceiling, effort.boost))
-            budget = default_budget(g, floor=floor, boost=boost if self.boost is None else self.boost,
-                                    work=work, ceiling=ceiling)
+            work, ceiling, boost, mid = ((effort.mem_work, effort.mem_ceiling, effort.mem_boost, None)
+                                         if self.respect_memory is True else
+                                         (effort.work, effort.ceiling, effort.boost, effort.mid_boost))
+            if self.boost is not None:
+                boost, mid = self.boost, None
+            if first is not None and not first.feasible:
+                mid = None      # step 2 will rewrite the plan: no extra time for its step
+            budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling, mid_boost=mid)
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)

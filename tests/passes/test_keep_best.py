@@ -65,6 +65,18 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
                                  ceiling=EFFORTS[e].ceiling)
                for e in EFFORTS}
     assert budgets["fast"] < budgets["default"] <= budgets["best"]
+    # step 1's budgets too, with the mid-size boost, at every size; the default's stays flat while it ramps
+    for n in (50, 2_000, 6_000, 9_000, 12_000, 30_000, 120_000, 300_000):
+        big = SimpleNamespace(num_nodes=n, num_edges=n)
+        one = {e: default_budget(big, floor=EFFORTS[e].floor, boost=EFFORTS[e].boost, work=EFFORTS[e].work,
+                                 ceiling=EFFORTS[e].ceiling, mid_boost=EFFORTS[e].mid_boost) for e in EFFORTS}
+        assert one["fast"] < one["default"] <= one["best"], (n, one)
+    d = EFFORTS["default"]
+    flat = {default_budget(SimpleNamespace(num_nodes=n, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
+                           ceiling=d.ceiling, mid_boost=d.mid_boost) for n in (12_000, 15_000, 20_000, 24_000)}
+    assert flat == {625}
+    assert default_budget(SimpleNamespace(num_nodes=50_000, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
+                          ceiling=d.ceiling, mid_boost=d.mid_boost) == 300    # 3 x 5e6 / 50k, twice the plain boost
     # the memory-aware refinement's budgets are ordered the same way, at every size
     for n in (50, 2_000, 20_000, 120_000, 300_000):
         big = SimpleNamespace(num_nodes=n, num_edges=n)
@@ -137,6 +149,32 @@ def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
     assert Refine()(g, roomy, start).stats["refine"]["budget"] == floor
     assert Refine()(g, tight, start).stats["refine"]["budget"] == round(0.4 * floor)
     assert Refine(overflow_share=1.0)(g, tight, start).stats["refine"]["budget"] == floor
+
+
+def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
+    """On a mid-sized graph (here the sizes are scaled down) step 1 gets ``mid_boost``, unless its plan breaks a
+    memory limit: step 2 rewrites that plan, so it keeps the plain ``boost``. `refine-mem` never takes it."""
+    import dataclasses
+
+    from pardnn.passes import make_pass
+    from pardnn.passes import refine as refine_mod
+
+    e = dataclasses.replace(EFFORTS["default"], work=1.0e4, mem_work=1.0e4, floor=1, boost=1.5, mid_boost=3.0,
+                            mem_boost=1.5)
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
+    monkeypatch.setattr(refine_mod, "MID_BOOST_FROM", 10.0)
+    monkeypatch.setattr(refine_mod, "MID_BOOST_FULL_FROM", 20.0)
+    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
+    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
+        [(f"c{j}_29", "end") for j in range(4)]
+    g = tiny(nodes, edges)     # 121 nodes + 120 edges
+    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 4)
+    roomy = Cluster.homogeneous(4, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    tight = Cluster.homogeneous(4, 2000, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(3.0 * 1e4 / 241)
+    assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
+    assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
+        int(1.5 * 1e4 / 241)
 
 
 def test_the_memory_aware_refinement_takes_the_efforts_mem_boost(monkeypatch):
