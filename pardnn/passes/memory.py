@@ -155,13 +155,19 @@ def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s
     A = cm.comm_by_device(g, dev, K)
     pers = np.bincount(g.unit, weights=g.persistent_bytes.astype(np.float64), minlength=units.n)
     moves: list[tuple[int, int]] = []
-    taken = np.zeros(units.n, dtype=bool) if frozen is None else frozen.copy()
+    movable = ~units.pinned
+    if frozen is not None:
+        frozen = np.asarray(frozen)
+        if frozen.dtype != bool or frozen.shape != (units.n,):
+            raise ValueError(f"frozen must be {units.n} booleans, one per unit; got {frozen.dtype} {frozen.shape}")
+        movable = movable & ~frozen      # before the candidate cap: a frozen unit takes no candidate's place
+    taken = np.zeros(units.n, dtype=bool)
     for d in np.argsort(-over, kind="stable").tolist():
         if over[d] <= 0:
             break
         t = float(s.peak_time_us[d])
         pot = potentials(g, s, d, t)
-        cand = np.flatnonzero((pot > 0) & ~units.pinned)
+        cand = np.flatnonzero((pot > 0) & movable)
         if cand.size == 0:
             continue
         if cand.size > max_candidates:   # keep the most promising by bytes per unit of work

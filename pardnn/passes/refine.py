@@ -385,7 +385,8 @@ class Refine:
         if len(starts) > 1 and budget - used > 0:
             more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded)
             if more.get("skipped") is None and more["after_us"] <= best["after_us"]:
-                more["accepted"] += best["accepted"]
+                for k in ("accepted", "repairs", "repaired"):
+                    more[k] += best[k]
                 best = {**more, "before_us": best["before_us"]}
             used += more["evaluations"]
         stats = {k: v for k, v in best.items() if k != "assignment"}
@@ -412,7 +413,7 @@ class Refine:
         start_ms = float(s.makespan_us)
         best, best_s, best_ms = start.copy(), s, start_ms
         kinds: dict[str, int] = {}
-        totals = {"accepted": 0, "rounds": 0, "kicks": 0}
+        totals = {"accepted": 0, "rounds": 0, "kicks": 0, "repairs": 0, "repaired": 0}
         rng = np.random.default_rng(KICK_SEED)
         cur, cur_s = best, best_s
         stale = 0
@@ -435,7 +436,8 @@ class Refine:
             cur = kicked
             cur_s = ev.schedule(cur, memory=check_memory)
         return {"assignment": best, "evaluations": ev.evaluations, "rounds": totals["rounds"],
-                "accepted": totals["accepted"], "kicks": totals["kicks"], "moves": kinds, "before_us": start_ms,
+                "accepted": totals["accepted"], "kicks": totals["kicks"], "repairs": totals["repairs"],
+                "repaired": totals["repaired"], "moves": kinds, "before_us": start_ms,
                 "after_us": best_ms}
 
     def _kick(self, g, cluster, mover, dev, s, rng) -> np.ndarray | None:
@@ -506,6 +508,8 @@ class Refine:
                     fixed = self._repair_move(g, cluster, cm, mover, ev, cur, trial, s2)
                     if fixed is not None:
                         trial, s2 = fixed
+                        totals["repairs"] += 1
+                        totals["repaired"] += bool(s2.makespan_us < cur_ms - 1e-9 and s2.feasible)
                 if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
                     cur, s, cur_ms = trial, s2, float(s2.makespan_us)
                     totals["accepted"] += 1

@@ -175,6 +175,8 @@ def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
     assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
     assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
         int(1.5 * 1e4 / 241)
+    # an explicit boost replaces both
+    assert Refine(boost=1.5)(g, roomy, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
 
 
 def test_the_memory_aware_refinement_takes_the_efforts_mem_boost(monkeypatch):

@@ -296,3 +296,5 @@ def test_knapsack_moves_leave_frozen_units_where_they_are():
     frozen = np.zeros(units.n, dtype=bool)
     frozen[g.unit[[1, 2]]] = True
     assert knapsack_moves(g, c, cm, units, s, frozen=frozen) == [(int(g.unit[0]), 0)]
+    with pytest.raises(ValueError, match="frozen must be 3 booleans"):
+        knapsack_moves(g, c, cm, units, s, frozen=frozen.astype(np.int64))

@@ -120,6 +120,21 @@ def test_proposals_share_path_segments_instead_of_copying_them():
     assert peak < 8 * 2**20, peak
 
 
+def _two_ops_two_weights(*, a_bytes, w_us, w_bytes, capacity, pin_a=False):
+    """Ops a and b (10 us each; b holds 500 B) on dev0, w1 and w2 on dev1, two free links: (graph, cluster,
+    the start, which fits)."""
+    b = GraphBuilder("r")
+    b.add_node("a", time_us=10.0, persistent_bytes=a_bytes, pinned=0 if pin_a else None)
+    b.add_node("b", time_us=10.0, persistent_bytes=500)
+    b.add_node("w1", time_us=w_us, persistent_bytes=w_bytes)
+    b.add_node("w2", time_us=w_us, persistent_bytes=w_bytes)
+    g = b.build()
+    c = free_links(2, memory_bytes=capacity)
+    start = PlanState(assignment=np.array([0, 0, 1, 1]))
+    assert simulate(g, c, start.assignment).feasible
+    return g, c, start
+
+
 def test_a_move_that_breaks_a_limit_is_repaired_before_it_is_judged():
     """
     dev0: a(10) b(10), each holding 500 B     dev1: w1 w2 (0 us), each holding 400 B     capacity 1000 B
@@ -128,15 +143,7 @@ def test_a_move_that_breaks_a_limit_is_repaired_before_it_is_judged():
     weight alone does not shorten the step: no single move helps. With the repair, step 2's exact
     moves shed dev1's overflow without moving the op back: one weight goes to dev0 (900 B on each).
     """
-    b = GraphBuilder("r")
-    b.add_node("a", time_us=10.0, persistent_bytes=500)
-    b.add_node("b", time_us=10.0, persistent_bytes=500)
-    b.add_node("w1", time_us=0.0, persistent_bytes=400)
-    b.add_node("w2", time_us=0.0, persistent_bytes=400)
-    g = b.build()
-    c = free_links(2, memory_bytes=1000)
-    start = PlanState(assignment=np.array([0, 0, 1, 1]))
-    assert simulate(g, c, start.assignment).feasible
+    g, c, start = _two_ops_two_weights(a_bytes=500, w_us=0.0, w_bytes=400, capacity=1000)
     stuck = Refine(respect_memory=True, repair=False, kicks=False, max_evals=50)(g, c, start)
     assert stuck.makespan_us == 20.0
     fixed = Refine(respect_memory=True, kicks=False, max_evals=50)(g, c, start)
@@ -144,3 +151,24 @@ def test_a_move_that_breaks_a_limit_is_repaired_before_it_is_judged():
     dev = fixed.assignment
     assert dev[0] != dev[1] and sorted(dev.tolist()) == [0, 0, 1, 1]
     assert simulate(g, c, dev).feasible
+
+
+def test_the_repair_never_moves_back_what_the_move_moved():
+    """
+    dev0: a(10 us, 300 B, pinned) b(10 us, 500 B)     dev1: w1 w2 (4.5 us, 200 B each)     capacity 800 B
+
+    The step is 20 us. Moving b to dev1 breaks its limit (900 B), and the cheapest unit per byte to shed
+    there is b itself (10 us for 500 B against 4.5 us for 200 B): moving it back would undo the move.
+    Frozen, it stays, w1 goes to dev0, and the step is 14.5 us. Each repair takes one simulation of the
+    budget.
+    """
+    g, c, start = _two_ops_two_weights(a_bytes=300, w_us=4.5, w_bytes=200, capacity=800, pin_a=True)
+    out = Refine(respect_memory=True, kicks=False, max_evals=50)(g, c, start)
+    assert out.makespan_us == 14.5
+    assert out.stats["refine"]["repaired"] >= 1
+    assert simulate(g, c, out.assignment).feasible
+    # the budget holds with repairs: none starts once it is spent (a move's quick check and its simulation
+    # count one each and go together, so a search may end one over)
+    for budget in range(1, 8):
+        st_ = Refine(respect_memory=True, kicks=False, max_evals=budget)(g, c, start)
+        assert st_.stats["refine"]["evaluations"] <= budget + 1, budget
