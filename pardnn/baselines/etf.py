@@ -66,6 +66,9 @@ class _Engine:
         self.links = LinkCosts(g, cluster)
         self.tracker = MemoryTracker(g, cluster, self.unit_dev) if memory and memory_limited(cluster) else None
         self.fav = favourite
+        self.refused = False
+        """Whether memory ever kept an op off a device. Only `fits` consults memory (`block` and `unblock`
+        follow a refusal), so a run without one made every decision the run without memory makes."""
         ptr, eids = g.out_csr
         self.out_ptr = ptr.tolist()
         self.out_dst = g.edge_dst[eids].tolist()
@@ -91,7 +94,10 @@ class _Engine:
 
     # ---- queues ----------------------------------------------------------------
     def fits(self, v: int, d: int) -> bool:
-        return self.tracker is None or self.only[v] >= 0 or self.tracker.fits(v, d)
+        if self.tracker is None or self.only[v] >= 0 or self.tracker.fits(v, d):
+            return True
+        self.refused = True
+        return False
 
     def make_ready(self, v: int) -> None:
         dr = self.links.data_ready(v, self.dev, self.fin)
@@ -281,6 +287,18 @@ def schedule(g: OpGraph, cluster: Cluster, *, memory: bool, favourite: list[int]
     if g.num_nodes == 0:
         return np.zeros(0, dtype=np.int64)
     return np.asarray(_Engine(g, cluster, memory, favourite).run(), dtype=np.int64)
+
+
+def schedule_both(g: OpGraph, cluster: Cluster, *, favourite: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(`schedule` without memory, with memory), each the same plan as its own call. The plan without
+    memory is not computed again when memory never kept an op off a device (it is then the same plan)."""
+    if g.num_nodes == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    engine = _Engine(g, cluster, True, favourite)
+    with_memory = np.asarray(engine.run(), dtype=np.int64)
+    if not engine.refused:
+        return with_memory.copy(), with_memory
+    return schedule(g, cluster, memory=False, favourite=favourite), with_memory
 
 
 def place(g: OpGraph, cluster: Cluster) -> Placement:

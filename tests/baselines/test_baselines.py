@@ -488,3 +488,14 @@ def test_uniform_link_shortcut_agrees_with_the_general_sum(g, data):
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(g=graphs(), cluster=CLUSTERS, sct_favourites=st.booleans())
+def test_schedule_both_gives_each_plan_its_own_call_gives(g, cluster, sct_favourites):
+    """`etf.schedule_both` (the seed pass runs sct and m-sct with it) is the two calls' plans, whether memory
+    kept an op off a device (two runs) or never did (one)."""
+    fav = sct.favourite_children(g, cluster).tolist() if sct_favourites and g.num_nodes else None
+    plain, with_memory = etf.schedule_both(g, cluster, favourite=fav)
+    assert plain.tolist() == etf.schedule(g, cluster, memory=False, favourite=fav).tolist()
+    assert with_memory.tolist() == etf.schedule(g, cluster, memory=True, favourite=fav).tolist()
