@@ -503,16 +503,17 @@ class Refine:
                     misses += 1
                     continue
                 s2 = ev.schedule(trial, memory=check_memory)
+                fixed = None
                 if (check_memory and self.repair and not s2.feasible and s2.makespan_us < cur_ms - 1e-9
                         and ev.evaluations < budget):
                     fixed = self._repair_move(g, cluster, cm, mover, ev, cur, trial, s2)
                     if fixed is not None:
                         trial, s2 = fixed
                         totals["repairs"] += 1
-                        totals["repaired"] += bool(s2.makespan_us < cur_ms - 1e-9 and s2.feasible)
                 if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
                     cur, s, cur_ms = trial, s2, float(s2.makespan_us)
                     totals["accepted"] += 1
+                    totals["repaired"] += fixed is not None
                     kinds[m.label] = kinds.get(m.label, 0) + 1
                     gained = True
                     misses = 0

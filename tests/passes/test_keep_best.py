@@ -129,6 +129,19 @@ def test_every_effort_spec_parses_and_round_trips(effort):
     assert str(parse_pipeline(spec)) == spec
 
 
+def _four_chains():
+    """Four chains of 30 ops joined at the end, one chain per device: (graph, start, a cluster where it fits,
+    one where it does not)."""
+    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
+    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
+        [(f"c{j}_29", "end") for j in range(4)]
+    g = tiny(nodes, edges)
+    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 4)
+    roomy = Cluster.homogeneous(4, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    tight = Cluster.homogeneous(4, 2000, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    return g, start, roomy, tight
+
+
 def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
     """Where the floor binds (a graph this size at a tiny ``work``), step 1 refines a plan that breaks a memory
     limit with ``overflow_share`` of the floor: step 2 rewrites it anyway. A plan that fits keeps the whole floor."""
@@ -137,13 +150,7 @@ def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
     from pardnn.passes import refine as refine_mod
 
     monkeypatch.setitem(refine_mod.EFFORTS, "default", dataclasses.replace(EFFORTS["default"], work=1.0))
-    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
-    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
-        [(f"c{j}_29", "end") for j in range(4)]
-    g = tiny(nodes, edges)
-    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 4)
-    roomy = Cluster.homogeneous(4, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
-    tight = Cluster.homogeneous(4, 2000, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    g, start, roomy, tight = _four_chains()
     assert simulate(g, roomy, start.assignment).feasible and not simulate(g, tight, start.assignment).feasible
     floor = EFFORTS["default"].floor
     assert Refine()(g, roomy, start).stats["refine"]["budget"] == floor
@@ -164,13 +171,7 @@ def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
     monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FROM", 10.0)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FULL_FROM", 20.0)
-    nodes = [(f"c{j}_{i}", 1 + (i * 7 + j) % 5, 1000) for j in range(4) for i in range(30)] + [("end", 1)]
-    edges = [(f"c{j}_{i}", f"c{j}_{i + 1}") for j in range(4) for i in range(29)] + \
-        [(f"c{j}_29", "end") for j in range(4)]
-    g = tiny(nodes, edges)     # 121 nodes + 120 edges
-    start = PlanState(assignment=np.arange(g.num_nodes, dtype=np.int64) % 4)
-    roomy = Cluster.homogeneous(4, 10**9, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
-    tight = Cluster.homogeneous(4, 2000, latency_us=1.0, bandwidth_bytes_per_us=1000.0)
+    g, start, roomy, tight = _four_chains()     # 121 nodes + 120 edges
     assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(3.0 * 1e4 / 241)
     assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
     assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
