@@ -157,6 +157,8 @@ class Pipeline:
                                 f"made ({', '.join(done) or 'it runs first'})")
             try:
                 before, prior = state.assignment, state.stats.get(p.name)
+                if prior is not None and label != p.name:   # a second entry of a pass starts its figures afresh
+                    state = state.replace(stats={k: v for k, v in state.stats.items() if k != p.name})
                 with progress.stage(f"pass {label}", log_time=False):   # logged below, with the makespan
                     state = p(g, cluster, state)
                 state = state.replace(changed=not (before is not None and state.assignment is not None

@@ -95,6 +95,10 @@ def test_refine_mem_runs_only_when_the_pass_before_it_changed_the_plan():
     state, timings = parse_pipeline("slice,map,memory,refine-mem").run(g, c, PlanState())
     assert state.changed is False and state.stats["refine-mem"]["skipped"] == "the pass before it changed nothing"
     assert "refine" not in state.stats                    # filed under its own name
+    # after step 1's refinement, the second entry's figures are its own, not merged into step 1's
+    state, _ = parse_pipeline("slice,map,refine,memory,refine-mem").run(g, c, PlanState())
+    assert state.stats["refine-mem"] == {"skipped": "the pass before it changed nothing"}
+    assert "evaluations" in state.stats["refine"] and "skipped" not in state.stats["refine"]
 
 
 def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
