@@ -355,3 +355,101 @@ def resolve_units(dev, unit, num_units, w, esrc, edst, ec, pins, K):
         if size[unit[v]] > 1 or pins[unit[v]] >= 0:
             out[v] = udev[unit[v]]
     return out
+
+
+@leaf
+def _block_sum(a, lo, n):
+    """numpy's pairwise sum of ``a[lo:lo + n]`` for ``n <= 128``: a plain loop below 8, else eight
+    accumulators over whole blocks of eight, then the rest one by one."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    m = n - n % 8
+    i = 8
+    while i < m:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@leaf
+def _pairwise_sum(a, n, los, ns, stage, vals):
+    """``a[:n].sum()`` bit for bit as numpy sums a contiguous float64 row (its ``pairwise_sum``): above 128
+    elements, the sum of the two halves (the first a multiple of 8 long), each summed the same way. The
+    recursion runs on an explicit stack (``los``, ``ns``, ``stage``, ``vals``, 64 deep), since numba's
+    cache cannot reload a recursive function."""
+    if n <= 128:
+        return _block_sum(a, 0, n)
+    top = 0
+    los[0] = 0
+    ns[0] = n
+    while True:
+        m = ns[top]
+        if m > 128:         # descend into the left half
+            stage[top] = 1
+            half = m // 2
+            half -= half % 8
+            los[top + 1] = los[top]
+            ns[top + 1] = half
+            top += 1
+            continue
+        v = _block_sum(a, los[top], m)
+        while True:         # hand v up: a left half waits for its right, a right half completes its parent
+            top -= 1
+            if top < 0:
+                return v
+            if stage[top] == 1:
+                vals[top] = v
+                stage[top] = 2
+                half = ns[top] // 2
+                half -= half % 8
+                los[top + 1] = los[top] + half
+                ns[top + 1] = ns[top] - half
+                top += 1
+                break
+            v = vals[top] + v
+
+
+@njit
+def unit_comm_sums(A, ptr, members, cand):
+    """Row ``i``: per device ``e``, the sum of ``A[v, e]`` over the members ``v`` of unit ``cand[i]``
+    (``members[ptr[u]:ptr[u + 1]]``), the same sum bit for bit as numpy's of a contiguous copy of them
+    (a unit of one op: its row as is)."""
+    n = cand.shape[0]
+    K = A.shape[1]
+    out = np.empty((n, K))
+    longest = 1
+    for i in range(n):
+        longest = max(longest, ptr[cand[i] + 1] - ptr[cand[i]])
+    buf = np.empty(longest)
+    los = np.empty(64, dtype=np.int64)
+    ns = np.empty(64, dtype=np.int64)
+    stage = np.empty(64, dtype=np.int64)
+    vals = np.empty(64)
+    for i in range(n):
+        lo = ptr[cand[i]]
+        m = ptr[cand[i] + 1] - lo
+        if m == 1:
+            for e in range(K):
+                out[i, e] = A[members[lo], e]
+            continue
+        for e in range(K):
+            for j in range(m):
+                buf[j] = A[members[lo + j], e]
+            out[i, e] = _pairwise_sum(buf, m, los, ns, stage, vals)
+    return out

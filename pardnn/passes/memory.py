@@ -48,6 +48,7 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
 from ..pipeline import PlanState
+from ._kernels import unit_comm_sums
 
 HEURISTICS = ("auto", "knapsack", "residual")
 
@@ -131,11 +132,8 @@ def _comm_sums(units: _Units, A: np.ndarray, cand: np.ndarray) -> np.ndarray:
     a contiguous copy (a unit of one op reads its row as is). Moving unit ``u`` from its device ``here``
     to ``e`` adds ``sums[here] - sums[e] - 2 * internal_c[u]`` of communication (negative: saved).
     """
-    size = units.ptr[cand + 1] - units.ptr[cand]
-    out = A[units.members_sorted[units.ptr[cand]]]
-    for i in np.flatnonzero(size > 1).tolist():
-        out[i] = A[units.members(int(cand[i]))].T.copy().sum(axis=1)
-    return out
+    return unit_comm_sums(np.ascontiguousarray(A, dtype=np.float64), units.ptr, units.members_sorted,
+                          np.ascontiguousarray(cand, dtype=np.int64))
 
 
 def knapsack_moves(g: OpGraph, cluster: Cluster, cm: CostModel, units: _Units, s: Schedule,

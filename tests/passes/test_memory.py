@@ -244,14 +244,14 @@ def test_comm_sums_are_the_per_target_sums_bit_for_bit():
     from pardnn.passes.memory import _comm_sums
 
     rng = np.random.default_rng(3)
-    sizes = [1, 2, 7, 8, 9, 130, 300, 1]
+    sizes = [1, 2, 7, 8, 9, 130, 300, 1, 128, 129, 257, 1000, 4099]     # numpy's pairwise blocks: 8, 128, halves
     n = sum(sizes) + 5
     A = rng.random((n, 6)) * 10.0 ** rng.integers(-4, 10, size=(n, 6))
     members_sorted = rng.permutation(n)[:sum(sizes)]
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     units = SimpleNamespace(ptr=ptr, members_sorted=members_sorted,
                             members=lambda u: members_sorted[ptr[u]:ptr[u + 1]])
-    cand = np.array([6, 0, 3, 7, 5, 1])
+    cand = np.array([6, 0, 3, 7, 5, 1, 12, 8, 9, 10, 11])
     sums = _comm_sums(units, A, cand)
     assert sums.shape == (cand.size, 6)
     for i, u in enumerate(cand.tolist()):
