@@ -3,10 +3,15 @@
 `Evaluator` wraps `pardnn.machine.simulate` for passes that try many
 assignments of one graph: it counts evaluations (the refinement budget is a
 count, so results are deterministic) and remembers the best assignment seen.
+With a ``memo`` it remembers every quick makespan by a digest of the
+assignment, so that a search that tries the same assignment again (after a
+kick that falls back to the same local optimum, say) is not simulated twice;
+it still counts as an evaluation, so the result is the same with or without.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +22,11 @@ from .kernel import run_kernel
 from .schedule import Schedule, simulate
 
 
+def digest(dev: np.ndarray) -> bytes:
+    """A 128-bit digest of an assignment (as int64, so any integer dtype gives the same key)."""
+    return hashlib.blake2b(np.ascontiguousarray(dev, dtype=np.int64).data, digest_size=16).digest()
+
+
 @dataclass(eq=False)
 class Evaluator:
     g: OpGraph
@@ -24,6 +34,9 @@ class Evaluator:
     evaluations: int = 0
     best_makespan: float = float("inf")
     best: np.ndarray | None = field(default=None, repr=False)
+    memo: dict | None = field(default=None, repr=False)
+    """Quick makespans by a 128-bit digest of the assignment (shared by the evaluators of one pass: one graph
+    and cluster); None: no memo."""
 
     def schedule(self, dev: np.ndarray, *, memory: bool = False) -> Schedule:
         self.evaluations += 1
@@ -37,7 +50,13 @@ class Evaluator:
     def quick_makespan(self, dev: np.ndarray) -> float:
         """The makespan alone, straight from the kernel (no memory, no `Schedule` built)."""
         self.evaluations += 1
-        return run_kernel(self.g, self.cluster, dev, False).makespan_us
+        if self.memo is None:
+            return run_kernel(self.g, self.cluster, dev, False).makespan_us
+        key = digest(dev)
+        ms = self.memo.get(key)
+        if ms is None:
+            ms = self.memo[key] = run_kernel(self.g, self.cluster, dev, False).makespan_us
+        return ms
 
     def _remember(self, dev: np.ndarray, ms: float) -> None:
         if ms < self.best_makespan:

@@ -37,3 +37,25 @@ def test_the_best_assignment_seen_is_remembered_as_a_copy():
     split[:] = 0                                   # the caller reuses its array: the remembered one stays
     assert ev.best_makespan == 10.0 and ev.best.tolist() == [0, 1]
     assert ev.quick_makespan(np.array([1, 1])) == 20.0 and ev.best.tolist() == [0, 1]   # quick ones are not kept
+
+
+def test_a_memo_spares_repeated_simulations_but_not_their_count(monkeypatch):
+    """With a memo, a quick makespan already seen (by any evaluator sharing the memo) is not simulated
+    again, yet every call still counts: a search's budget, hence its plan, is the same with or without."""
+    import pardnn.machine.evaluator as evaluator_mod
+
+    g = tiny([("a", 10, 100), ("b", 20, 100), ("c", 5, 100)], [("a", "c"), ("b", "c")])
+    c = Cluster.homogeneous(2, latency_us=3.0, bandwidth_bytes_per_us=10.0)
+    runs = []
+    real = evaluator_mod.run_kernel
+    monkeypatch.setattr(evaluator_mod, "run_kernel", lambda *a: runs.append(1) or real(*a))
+    memo: dict = {}
+    ev, other = Evaluator(g, c, memo=memo), Evaluator(g, c, memo=memo)
+    plans = [np.array(p) for p in ([0, 1, 0], [0, 0, 0], [0, 1, 0], [1, 0, 1], [0, 1, 0])]
+    plain = [Evaluator(g, c).quick_makespan(p) for p in plans]
+    runs.clear()
+    got = [ev.quick_makespan(p) for p in plans]
+    assert got == plain
+    assert ev.evaluations == 5 and len(runs) == 3
+    assert other.quick_makespan(np.array([0, 0, 0], dtype=np.int32)) == got[1]   # any integer dtype: one key
+    assert other.evaluations == 1 and len(runs) == 3

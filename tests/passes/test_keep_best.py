@@ -199,3 +199,35 @@ def test_the_memory_aware_refinement_takes_the_efforts_mem_boost(monkeypatch):
     assert mem.stats["refine"]["budget"] == int(2.0 * 2.0e5 / size)
     assert make_pass("refine-mem", boost=1.0)(g, c, start.replace(changed=True)).stats["refine"]["budget"] == \
         int(2.0e5 / size)
+
+
+def test_refine_mem_is_skipped_where_its_budget_is_under_the_efforts_minimum(monkeypatch):
+    """`refine-mem` with a budget by size under ``mem_min`` simulations does nothing (no simulation, the plan
+    unchanged, the reason in its figures); at or above it, or with an explicit ``max_evals``, it runs. Step 1's
+    refinement never takes the minimum. (A tiny ``mem_work`` stands in for a graph of 150k+ ops.)"""
+    import dataclasses
+
+    from pardnn.passes import make_pass
+    from pardnn.passes import refine as refine_mod
+
+    g, start, roomy, _ = _four_chains()     # 121 nodes + 120 edges
+    calls = []
+    real = refine_mod.simulate
+    monkeypatch.setattr(refine_mod, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for mem_min, skipped in ((11, True), (10, False)):
+        e = dataclasses.replace(EFFORTS["default"], work=2.41e3, mem_work=2.41e3, mem_boost=1.0, boost=1.0,
+                                mid_boost=None, floor=1, mem_min=mem_min)     # a budget of 10 simulations
+        monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
+        calls.clear()
+        out = make_pass("refine-mem")(g, roomy, start.replace(changed=True))
+        fig = out.stats["refine"]
+        assert fig["budget"] == 10
+        assert ("skipped" in fig) == skipped
+        if skipped:
+            assert "under the 11" in fig["skipped"] and not calls
+            assert np.array_equal(out.assignment, start.assignment)
+        else:
+            assert fig["evaluations"] >= 1
+        assert "skipped" not in Refine()(g, roomy, start).stats["refine"]       # step 1 runs
+        assert "skipped" not in make_pass("refine-mem", max_evals=5)(g, roomy, start.replace(changed=True)
+                                                                     ).stats["refine"]
