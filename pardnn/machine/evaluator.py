@@ -22,9 +22,11 @@ from .kernel import run_kernel
 from .schedule import Schedule, simulate
 
 
-def digest(dev: np.ndarray) -> bytes:
-    """A 128-bit digest of an assignment (as int64, so any integer dtype gives the same key)."""
-    return hashlib.blake2b(np.ascontiguousarray(dev, dtype=np.int64).data, digest_size=16).digest()
+def digest(dev: np.ndarray, num_devices: int) -> bytes:
+    """A 128-bit digest of an assignment onto ``num_devices`` devices (one byte per op up to 256 of them, so
+    that hashing costs little next to a simulation; any integer dtype gives the same key)."""
+    small = np.uint8 if num_devices <= 256 else np.int64
+    return hashlib.blake2b(np.ascontiguousarray(dev, dtype=small).data, digest_size=16).digest()
 
 
 @dataclass(eq=False)
@@ -52,7 +54,7 @@ class Evaluator:
         self.evaluations += 1
         if self.memo is None:
             return run_kernel(self.g, self.cluster, dev, False).makespan_us
-        key = digest(dev)
+        key = digest(dev, self.cluster.num_devices)
         ms = self.memo.get(key)
         if ms is None:
             ms = self.memo[key] = run_kernel(self.g, self.cluster, dev, False).makespan_us

@@ -537,8 +537,8 @@ class Refine:
                 key = None
                 if rejected is not None:
                     if here is None:
-                        here = digest(cur)
-                    key = here + digest(trial)
+                        here = digest(cur, K)
+                    key = here + digest(trial, K)
                     known = rejected.get(key)
                     if known is not None:       # judged before from this same plan: rejected, at the same cost
                         gate, sims, repaired = known
