@@ -77,6 +77,9 @@ class Effort:
     400k nodes plus edges at ``default``): so few moves barely touch a graph that large (measured on synthetic
     training graphs at K=8: 116 simulations won 1.1% at 100k ops, 51 won 0.14% at 150k, 37 won 0.02% at
     200k, for 2-3 s each). An explicit ``max_evals`` always runs."""
+    mem_mid_boost: float | None = None
+    """``refine-mem``'s boost on mid-sized graphs, ramping up from ``mem_boost`` between the same sizes as
+    ``mid_boost`` (None: ``mem_boost``)."""
     mid_boost: float | None = None
     """Step 1's boost on mid-sized graphs, from `MID_BOOST_FULL_FROM` nodes plus edges on (None: ``boost``).
     It ramps up from ``boost`` at `MID_BOOST_FROM`, where the budget stays flat; graphs below that keep the
@@ -86,9 +89,9 @@ class Effort:
 EFFORTS = {
     "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
     "default": Effort(work=5e6, boost=1.5, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000,
-                      mem_boost=2.0, mid_boost=3.0, mem_min=50),
+                      mem_boost=2.0, mid_boost=3.0, mem_mid_boost=3.0, mem_min=50),
     "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000,
-                   mem_boost=2.0),
+                   mem_boost=2.0, mem_mid_boost=3.0),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
 BUDGET_WORK = EFFORTS["best"].work
@@ -371,9 +374,9 @@ class Refine:
         if budget is None:
             floor = int(round(effort.floor * self.floor_share)) if self.min_evals is None else self.min_evals
             # after step 2 (respect_memory True) the memory-aware refinement's figures
-            work, ceiling, boost, mid = ((effort.mem_work, effort.mem_ceiling, effort.mem_boost, None)
-                                         if self.respect_memory is True else
-                                         (effort.work, effort.ceiling, effort.boost, effort.mid_boost))
+            work, ceiling, boost, mid = (
+                (effort.mem_work, effort.mem_ceiling, effort.mem_boost, effort.mem_mid_boost)
+                if self.respect_memory is True else (effort.work, effort.ceiling, effort.boost, effort.mid_boost))
             if self.boost is not None:
                 boost, mid = self.boost, None
             budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling, mid_boost=mid)

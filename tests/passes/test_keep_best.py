@@ -78,10 +78,11 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
     assert default_budget(SimpleNamespace(num_nodes=50_000, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
                           ceiling=d.ceiling, mid_boost=d.mid_boost) == 300    # 3 x 5e6 / 50k, twice the plain boost
     # the memory-aware refinement's budgets are ordered the same way, at every size
-    for n in (50, 2_000, 20_000, 120_000, 300_000):
+    for n in (50, 2_000, 9_000, 20_000, 120_000, 300_000):
         big = SimpleNamespace(num_nodes=n, num_edges=n)
         mem = {e: default_budget(big, floor=round(0.4 * EFFORTS[e].floor), boost=EFFORTS[e].mem_boost,
-                                 work=EFFORTS[e].mem_work, ceiling=EFFORTS[e].mem_ceiling) for e in EFFORTS}
+                                 work=EFFORTS[e].mem_work, ceiling=EFFORTS[e].mem_ceiling,
+                                 mid_boost=EFFORTS[e].mem_mid_boost) for e in EFFORTS}
         assert mem["fast"] < mem["default"] <= mem["best"], (n, mem)
     assert default_spec(PardnnOptions(effort="fast")) == \
         "slice,map,seed{schedulers=heft+cpop+metis},refine{effort=fast},memory,refine-mem{effort=fast},best"
@@ -160,14 +161,15 @@ def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
 
 def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
     """On a mid-sized graph (here the sizes are scaled down) step 1 gets ``mid_boost``, unless its plan breaks a
-    memory limit: step 2 rewrites that plan, so it keeps the plain ``boost``. `refine-mem` never takes it."""
+    memory limit: step 2 rewrites that plan, so it keeps the plain ``boost``. `refine-mem` never takes it; it
+    has its own, ``mem_mid_boost``."""
     import dataclasses
 
     from pardnn.passes import make_pass
     from pardnn.passes import refine as refine_mod
 
     e = dataclasses.replace(EFFORTS["default"], work=1.0e4, mem_work=1.0e4, floor=1, boost=1.5, mid_boost=3.0,
-                            mem_boost=1.5)
+                            mem_boost=1.5, mem_mid_boost=None)
     monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FROM", 10.0)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FULL_FROM", 20.0)
@@ -176,6 +178,12 @@ def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
     assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
     assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
         int(1.5 * 1e4 / 241)
+    # `refine-mem` takes its own mid-size boost when the effort has one
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", dataclasses.replace(e, mem_mid_boost=2.5))
+    assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
+        int(2.5 * 1e4 / 241)
+    assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(3.0 * 1e4 / 241)
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
     # an explicit boost replaces both
     assert Refine(boost=1.5)(g, roomy, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
 
