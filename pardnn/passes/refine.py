@@ -143,12 +143,17 @@ class _Move:
     label: str
 
     def head(self) -> tuple[int, ...]:
-        return tuple(int(x) for x in self.nodes[:4])
+        """The first four nodes (a tie-break when proposals are sorted)."""
+        n = self.nodes
+        return n[:4] if isinstance(n, tuple) else tuple(n[:4].tolist())
 
     def key(self) -> tuple:
         """What the move changes: the same nodes to the same device (long node lists by ends and size)."""
         n = self.nodes
-        nodes = tuple(int(x) for x in n) if len(n) < 8 else (int(n[0]), len(n), int(n[-1]))
+        if isinstance(n, tuple):
+            nodes = n if len(n) < 8 else (n[0], len(n), n[-1])
+        else:
+            nodes = tuple(n.tolist()) if len(n) < 8 else (int(n[0]), len(n), int(n[-1]))
         return nodes, self.target
 
 
