@@ -451,5 +451,6 @@ def unit_comm_sums(A, ptr, members, cand):
         for e in range(K):
             for j in range(m):
                 buf[j] = A[members[lo + j], e]
-            out[i, e] = _pairwise_sum(buf, m, los, ns, stage, vals)
+            # numpy's reduction starts from its identity, +0.0: a sum of negative zeros is +0.0
+            out[i, e] = 0.0 + _pairwise_sum(buf, m, los, ns, stage, vals)
     return out

@@ -514,7 +514,9 @@ class Refine:
         ``rejected`` (a dict shared by the searches of one pass) remembers each (plan, trial) pair that was
         simulated in full and rejected, with what judging it cost (simulations, repairs): met again from
         the same plan, it is rejected at once and its cost counted again, so the budget runs out exactly
-        as without it."""
+        as without it. The key includes ``check_memory``: with ``respect_memory="auto"`` one start may be
+        searched with memory checks and another without, and a rejection for memory is no rejection
+        without them."""
         cur_ms = float(s.makespan_us)
         here = None      # digest of ``cur``, when needed
         stage = 0
@@ -544,8 +546,8 @@ class Refine:
                     continue
                 key = None
                 if rejected is not None:
-                    if here is None:
-                        here = digest(cur, K)
+                    if here is None:     # the plan, and whether this search checks memory (searches differ)
+                        here = digest(cur, K) + (b"m" if check_memory else b"q")
                     key = here + digest(trial, K)
                     known = rejected.get(key)
                     if known is not None:       # judged before from this same plan: rejected, at the same cost

@@ -59,3 +59,12 @@ def test_a_memo_spares_repeated_simulations_but_not_their_count(monkeypatch):
     assert ev.evaluations == 5 and len(runs) == 3
     assert other.quick_makespan(np.array([0, 0, 0], dtype=np.int32)) == got[1]   # any integer dtype: one key
     assert other.evaluations == 1 and len(runs) == 3
+
+
+def test_the_digest_tells_apart_assignments_onto_more_than_256_devices():
+    from pardnn.machine.evaluator import digest
+
+    a, b = np.array([1, 2, 300]), np.array([1, 2, 44])      # 300 and 44 share their low byte
+    assert digest(a, 301) != digest(b, 301)
+    assert digest(a, 301) == digest(a.astype(np.int32), 301)
+    assert digest(np.array([1, 2, 3]), 4) == digest(np.array([1, 2, 3], dtype=np.int16), 4)

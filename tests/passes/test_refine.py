@@ -224,3 +224,67 @@ def test_remembering_changes_nothing_on_a_sample_under_tight_memory(k, evals, mo
     assert kernel_calls[0] <= kernel_calls[1]
     if evals >= 1000:
         assert runs[0].stats["refine"]["repairs"] > 0 and kernel_calls[0] < kernel_calls[1]
+
+
+def _seeded_graph(rng):
+    """A random training-like graph and cluster (as `random_cases`, from a numpy generator)."""
+    n, k = int(rng.integers(2, 40)), int(rng.integers(2, 5))
+    b = GraphBuilder("r")
+    for i in range(n):
+        b.add_node(f"n{i}", time_us=float(rng.choice([0.0, 1.0, 3.0, 10.0, 40.0])),
+                   output_bytes=int(rng.choice([0, 100, 5000, 50000])),
+                   persistent_bytes=int(rng.choice([0, 0, 0, 2000])),
+                   colocation=([None] * 5 + ["g1", "g2"])[int(rng.integers(0, 7))],
+                   pinned=([None] * 8 + [0])[int(rng.integers(0, 9))])
+    for j in range(1, n):
+        for i in rng.choice(j, size=min(j, int(rng.integers(0, 4))), replace=False).tolist():
+            b.add_edge(f"n{i}", f"n{j}", control=bool(rng.random() < 0.25))
+    return b.build(), Cluster.homogeneous(k, latency_us=float(rng.choice([0.0, 5.0, 25.0])),
+                                          bandwidth_bytes_per_us=float(rng.choice([100.0, 12000.0])))
+
+
+def test_remembering_changes_nothing_over_a_fixed_sweep_of_graphs_starts_and_budgets():
+    """The same comparison over a fixed sweep, with starts that fit and starts that do not, so that under
+    ``respect_memory="auto"`` one search checks memory and the next does not (a rejection for memory is
+    then no rejection: the memo keys on it), and budgets that end anywhere in a search."""
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    rng = np.random.default_rng(20261126)
+    compared = mixed = 0
+    for _ in range(60):
+        g, c = _seeded_graph(rng)
+        scale = (0.35, 0.5, 0.7, None)[int(rng.integers(0, 4))]
+        cl = c if scale is None else c.with_memory(max(1, int(scale * single_device_peak(g))))
+        spec = ("slice,map,seed", "slice,map,seed,memory", "slice,map,memory")[int(rng.integers(0, 3))]
+        state, _ = parse_pipeline(spec).run(g, cl, PlanState())
+        fits = {bool(simulate(g, cl, d, memory=True).feasible) for d in (state.assignment, *state.alternatives)}
+        mixed += len(fits) == 2
+        for respect in ("auto", True):
+            for evals in (7, 40, 400, 1500):
+                on, off = (Refine(max_evals=evals, respect_memory=respect, remember=r)(g, cl, state)
+                           for r in (True, False))
+                assert np.array_equal(on.assignment, off.assignment), (spec, respect, evals)
+                assert on.stats["refine"] == off.stats["refine"], (spec, respect, evals)
+                compared += 1
+    assert compared == 480 and mixed >= 5
+
+
+def test_remembering_keeps_apart_searches_that_check_memory_and_searches_that_do_not():
+    """A review's case: two starts, one that fits and one that does not, under ``respect_memory="auto"``; the
+    first search rejects moves for memory, the second must not take those rejections for its own."""
+    from pardnn.machine import single_device_peak
+
+    b = GraphBuilder("r")
+    for i, (t, pb) in enumerate([(0, 0), (0, 0), (0, 2000), (0, 0), (0, 0), (1, 2000)]):
+        b.add_node(f"n{i}", time_us=float(t), output_bytes=0, persistent_bytes=pb)
+    for s, d, ctl in [(0, 1, 0), (0, 3, 0), (1, 3, 0), (2, 3, 0), (0, 5, 0), (3, 5, 1)]:
+        b.add_edge(f"n{s}", f"n{d}", control=bool(ctl))
+    g = b.build()
+    cl = Cluster.homogeneous(2, latency_us=5.0, bandwidth_bytes_per_us=100.0).with_memory(
+        int(0.5 * single_device_peak(g)))
+    state = FitMemory()(g, cl, Map()(g, cl, Slice()(g, cl, PlanState())))
+    assert {bool(simulate(g, cl, d).feasible) for d in (state.assignment, *state.alternatives)} == {True, False}
+    on, off = (Refine(max_evals=301, respect_memory="auto", remember=r)(g, cl, state) for r in (True, False))
+    assert np.array_equal(on.assignment, off.assignment)
+    assert on.stats["refine"] == off.stats["refine"]
