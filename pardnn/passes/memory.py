@@ -123,9 +123,6 @@ class _Units:
         self.internal_c = np.bincount(self.unit[g.edge_src[internal]], weights=cm.c[internal], minlength=n)
         self.pinned = g.unit_pin >= 0
 
-    def members(self, u: int) -> np.ndarray:
-        return self.members_sorted[self.ptr[u]:self.ptr[u + 1]]
-
 
 def _comm_sums(units: _Units, A: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """Row ``i``: per device ``e``, ``A[members of cand[i], e].sum()``, the same sum bit for bit as a row of
