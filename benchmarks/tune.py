@@ -30,7 +30,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pardnn.bench import bench_cluster, fingerprint, minimum_need, place_and_score, regime_capacity, suite  # noqa: E402
+from pardnn.bench import GraphSource, bench_cluster, fingerprint, minimum_need, place_and_score, regime_capacity, suite  # noqa: E402
+from pardnn.ir import load_graph  # noqa: E402
 from pardnn.machine import single_device_peak  # noqa: E402
 from pardnn.methods import METHODS  # noqa: E402
 
@@ -41,8 +42,12 @@ def cases(args):
     """(name, graph, K, regime, capacity) of every tuning case, duplicates (by fingerprint) dropped."""
     seen = set()
     sizes = tuple(int(x) for x in args.synthetic_sizes.split(",") if x)
-    for src in suite("full", data_dir=Path(args.data), samples_dir=HERE.parent / "sample_graphs",
-                     synthetic_sizes=sizes):
+    sources = [] if args.keras_only else suite("full", data_dir=Path(args.data),
+                                               samples_dir=HERE.parent / "sample_graphs", synthetic_sizes=sizes)
+    if args.keras or args.keras_only:      # the tuning suite's real models of 5k-50k ops (benchmarks/tuning/)
+        sources += [GraphSource(f.name.split(".")[0], "real", str(f), lambda f=f: load_graph(f))
+                    for f in sorted((HERE / "tuning" / "graphs").glob("*.json.gz"))]
+    for src in sources:
         if args.only and not any(s in src.name for s in args.only.split(",")):
             continue
         g = src.load()
@@ -165,6 +170,9 @@ def main() -> None:
     ap.add_argument("--regimes", default="loose,tight")
     ap.add_argument("--synthetic-sizes", default="10000,50000,200000")
     ap.add_argument("--max-nodes", type=int)
+    ap.add_argument("--keras", action="store_true",
+                    help="add the Keras models of benchmarks/tuning/graphs (5k-50k ops; make_tuning.py builds them)")
+    ap.add_argument("--keras-only", action="store_true", help="only those Keras models")
     ap.add_argument("--only")
     ap.add_argument("--effort")
     ap.add_argument("--pipeline")

@@ -175,10 +175,12 @@ def synthetic_graph(n: int):
 # ---------------------------------------------------------------------------
 
 def build_real(name: str, builder, steps: int, graphs_dir: Path = GRAPHS_DIR,
-               origin: str = "benchmarks/heldout/make_heldout.py", heldout: str = "issue 14") -> Path:
+               origin: str = "benchmarks/heldout/make_heldout.py", heldout: str = "issue 14",
+               purpose: str | None = None) -> Path:
     """Import ``builder``'s training step, profiled for ``steps`` steps, as ``graphs_dir/<name>.json.gz``.
 
-    ``origin`` and ``heldout`` only label the graph's metadata (held-out set v2 builds with this too).
+    ``origin`` and ``heldout`` only label the graph's metadata (held-out set v2 builds with this too);
+    ``purpose``, when given, replaces the "never tune on this graph" label (the tuning suite's graphs).
     """
     import keras
 
@@ -197,7 +199,7 @@ def build_real(name: str, builder, steps: int, graphs_dir: Path = GRAPHS_DIR,
     meta = {"builder": f"{origin}:{builder.__name__}", **cfg,
             "parameters": int(sum(np.prod(v.shape) for v in model.trainable_variables)),
             "profile_steps": steps, "keras": keras.__version__, "weights": "random (seed 0)",
-            "heldout": f"{heldout}: never tune on this graph"}
+            **({"heldout": f"{heldout}: never tune on this graph"} if purpose is None else {"purpose": purpose})}
     g = dataclasses.replace(imp.graph, meta={**imp.graph.meta, "model": meta})
     path = save_graph(g, graphs_dir / f"{name}.json.gz")
     print(f"{name}: {g.num_nodes} nodes, {g.num_edges} edges, {len(g.group_names)} groups, "

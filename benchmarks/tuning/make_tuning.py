@@ -1,0 +1,70 @@
+"""Build the tuning suite's Keras graphs: real models between 5k and 50k ops, for tuning only.
+
+Run from the repository root (tf extra)::
+
+    python benchmarks/tuning/make_tuning.py            # build every graph missing from graphs/
+    python benchmarks/tuning/make_tuning.py --only mobilenet
+
+The tuning suite (`pardnn.bench.suite("full")`, `benchmarks/tune.py`) had no
+real model between 5,000 and 50,000 ops, so size rules in that range (which
+start runs on which graph, say) could be decided only on synthetic graphs.
+These models fill the range. They are built exactly as the held-out sets'
+(`benchmarks/heldout/make_heldout.build_real`: random weights, seed 0,
+forward + gradients + Adam through `frontends.tensorflow.import_keras`,
+profiled for 3 steps with one TensorFlow thread each way), but none of them
+is in held-out set v1 or v2, and tuning on them is what they are for.
+`benchmarks/tune.py` reads every ``graphs/*.json.gz`` here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+GRAPHS_DIR = HERE / "graphs"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "heldout"))
+
+import make_heldout as v1  # noqa: E402  (the builders and the import, shared with the held-out sets)
+
+ORIGIN = "benchmarks/tuning/make_tuning.py"
+PURPOSE = "tuning suite: tune on this graph (never in a held-out set)"
+
+# None of these is in held-out set v1 (ResNet50, DenseNet121, MobileNetV2, EfficientNetB0, GPT-2, BERT,
+# Transformers of 24/96 layers) or v2 (InceptionV3, Xception, ResNet101V2, DenseNet169, MobileNetV3Small,
+# EfficientNetV2B0, ConvNeXtTiny, NASNetMobile, a 48-layer Transformer, a GRU).
+KERAS = {
+    "tune-keras-mobilenet": v1._app("MobileNet"),
+    "tune-keras-mobilenetv3large": v1._app("MobileNetV3Large"),
+    "tune-keras-efficientnetb1": v1._app("EfficientNetB1"),
+    "tune-keras-resnet152": v1._app("ResNet152"),
+    "tune-keras-inceptionresnetv2": v1._app("InceptionResNetV2", size=75),
+    "tune-keras-transformer-12l": v1._transformer(12, d_model=256, heads=8, ff=1024, seq=64, batch=4),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="build only graphs whose name contains this")
+    ap.add_argument("--steps", type=int, default=v1.PROFILE_STEPS, help="profiled steps")
+    ap.add_argument("--force", action="store_true", help="rebuild graphs that exist")
+    args = ap.parse_args(argv)
+    GRAPHS_DIR.mkdir(exist_ok=True)
+    for name, builder in KERAS.items():
+        if (args.only and args.only not in name) or ((GRAPHS_DIR / f"{name}.json.gz").exists() and not args.force):
+            continue
+        t0 = time.perf_counter()
+        v1.build_real(name, builder, args.steps, graphs_dir=GRAPHS_DIR, origin=ORIGIN, purpose=PURPOSE)
+        print(f"{name}: built in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+    main()
