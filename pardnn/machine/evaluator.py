@@ -3,10 +3,12 @@
 `Evaluator` wraps `pardnn.machine.simulate` for passes that try many
 assignments of one graph: it counts evaluations (the refinement budget is a
 count, so results are deterministic) and remembers the best assignment seen.
-With a ``memo`` it remembers every quick makespan by a digest of the
-assignment, so that a search that tries the same assignment again (after a
-kick that falls back to the same local optimum, say) is not simulated twice;
-it still counts as an evaluation, so the result is the same with or without.
+With a ``memo`` (`new_memo`) it remembers every quick makespan by a
+128-bit key of the assignment (`pardnn.machine.kernel.assignment_key`), so
+that a search that tries the same assignment again (after a kick that falls
+back to the same local optimum, say) is not simulated twice; it still counts
+as an evaluation, so the result is the same with or without.
+`Evaluator.first_shorter` runs a whole list of moves in one compiled call.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..ir import OpGraph
-from .kernel import run_kernel
+from .kernel import assignment_key, first_shorter, new_memo, run_kernel
 from .schedule import Schedule, simulate
+
+__all__ = ["Evaluator", "digest", "new_memo"]
 
 
 def digest(dev: np.ndarray, num_devices: int) -> bytes:
@@ -34,14 +38,17 @@ class Evaluator:
     g: OpGraph
     cluster: Cluster
     evaluations: int = 0
+    simulations: int = 0
+    """Evaluations that ran the simulator (the others came from the memo)."""
     best_makespan: float = float("inf")
     best: np.ndarray | None = field(default=None, repr=False)
-    memo: dict | None = field(default=None, repr=False)
-    """Quick makespans by a 128-bit digest of the assignment (shared by the evaluators of one pass: one graph
-    and cluster); None: no memo."""
+    memo: object | None = field(default=None, repr=False)
+    """Quick makespans by `assignment_key` (a `new_memo`, shared by the evaluators of one pass: one graph and
+    cluster); None: no memo."""
 
     def schedule(self, dev: np.ndarray, *, memory: bool = False) -> Schedule:
         self.evaluations += 1
+        self.simulations += 1
         s = simulate(self.g, self.cluster, dev, memory=memory)
         self._remember(dev, s.makespan_us)
         return s
@@ -53,12 +60,26 @@ class Evaluator:
         """The makespan alone, straight from the kernel (no memory, no `Schedule` built)."""
         self.evaluations += 1
         if self.memo is None:
+            self.simulations += 1
             return run_kernel(self.g, self.cluster, dev, False).makespan_us
-        key = digest(dev, self.cluster.num_devices)
-        ms = self.memo.get(key)
-        if ms is None:
-            ms = self.memo[key] = run_kernel(self.g, self.cluster, dev, False).makespan_us
+        with np.errstate(over="ignore"):     # the key's wrapping arithmetic, when run as plain Python
+            key = tuple(np.uint64(x) for x in assignment_key(np.ascontiguousarray(dev), self.cluster.num_devices))
+        if key in self.memo:
+            return float(self.memo[key])
+        self.simulations += 1
+        ms = self.memo[key] = run_kernel(self.g, self.cluster, dev, False).makespan_us
         return ms
+
+    def first_shorter(self, dev: np.ndarray, moves: tuple[np.ndarray, np.ndarray, np.ndarray], first: int,
+                      limit: int, cur_ms: float) -> tuple[int, float, int]:
+        """The first of ``moves`` (``(ptr, ops, target)``, from ``first`` on) whose quick makespan is under
+        ``cur_ms``, trying at most ``limit`` that change ``dev``: ``(index or -1, makespan, where to go on)``.
+        Each move tried counts as an evaluation, as `quick_makespan` of its assignment would."""
+        i, counted, ms, nxt, sims = first_shorter(self.g, self.cluster, dev, *moves, first, limit, cur_ms,
+                                                  self.memo)
+        self.evaluations += counted
+        self.simulations += sims
+        return i, ms, nxt
 
     def _remember(self, dev: np.ndarray, ms: float) -> None:
         if ms < self.best_makespan:

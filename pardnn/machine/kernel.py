@@ -649,3 +649,133 @@ def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
         sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
         sa.i_pid, sa.i_fwd, sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, memory, cluster.transfer_cpu,
         cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))
+
+
+# ---------------------------------------------------------------------------
+# Many trial assignments in one call: the refinement's quick simulations
+# ---------------------------------------------------------------------------
+#
+# A search proposes moves (some ops to one device) and takes the first that shortens the step. Each trial
+# called from Python cost a copy of the plan, a digest and the kernel's 27-argument dispatch, up to half
+# the time of a simulation on graphs under 5k ops; `first_shorter` runs a whole list of moves in one call.
+# Its memo is keyed by a Zobrist hash (128 bits: the XOR of a mixed (op, device) key per op), which a move
+# updates from the plan's in time proportional to the ops it moves.
+
+_KEY_HI = 0x6A09E667F3BCC909    # the second half of a key: the same mix from another offset
+
+
+@leaf
+def _mix(x):
+    """splitmix64's finaliser: a uint64 to a well-spread uint64 (wrapping arithmetic)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@leaf
+def _op_key(v, d, K):
+    x = np.uint64(v) * np.uint64(K) + np.uint64(d)
+    return _mix(x), _mix(x ^ np.uint64(_KEY_HI))
+
+
+@njit
+def assignment_key(dev, K):
+    """The 128-bit key (two uint64) of an assignment onto ``K`` devices: XOR over ops of a mixed (op, device)."""
+    lo = np.uint64(0)
+    hi = np.uint64(0)
+    for v in range(dev.shape[0]):
+        a, b = _op_key(v, dev[v], K)
+        lo ^= a
+        hi ^= b
+    return lo, hi
+
+
+@njit
+def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
+                   temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd,
+                   cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint):
+    trial = dev.copy()
+    lo0, hi0 = assignment_key(dev, K)
+    count = 0
+    sims = 0
+    n = mtarget.shape[0]
+    for i in range(first, n):
+        if count >= limit:
+            return -1, count, np.inf, i, sims
+        t = mtarget[i]
+        lo = lo0
+        hi = hi0
+        changed = False
+        for j in range(mptr[i], mptr[i + 1]):
+            v = mnodes[j]
+            d = dev[v]
+            if d != t:
+                changed = True
+                a, b = _op_key(v, d, K)
+                x, y = _op_key(v, t, K)
+                lo ^= a ^ x
+                hi ^= b ^ y
+        if not changed:
+            continue
+        count += 1
+        key = (lo, hi)
+        if use_memo and key in memo:
+            ms = memo[key]
+        else:
+            for j in range(mptr[i], mptr[i + 1]):
+                trial[mnodes[j]] = t
+            sims += 1
+            r = simulate_kernel(K, trial, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr,
+                                d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes,
+                                fwd, False, ecpu, ecbw, endpoint)
+            for j in range(mptr[i], mptr[i + 1]):
+                trial[mnodes[j]] = dev[mnodes[j]]
+            ms = 0.0
+            for f in r[1]:
+                ms = max(ms, f)
+            for f in r[8]:
+                ms = max(ms, f)
+            if use_memo:
+                memo[key] = ms
+        if ms < cur_ms - 1e-9:
+            return i, count, ms, i + 1, sims
+    return -1, count, np.inf, n, sims
+
+
+def new_memo():
+    """An empty memo for `first_shorter` and `Evaluator.quick_makespan`: makespan by `assignment_key`."""
+    if _nb_dict is None:
+        return {}
+    from numba import types
+
+    return _nb_dict.empty(key_type=types.UniTuple(types.uint64, 2), value_type=types.float64)
+
+
+try:
+    from numba.typed import Dict as _nb_dict
+    from .._jit import HAVE_NUMBA as _HAVE_NUMBA
+    if not _HAVE_NUMBA:
+        _nb_dict = None
+except ImportError:  # pragma: no cover - without numba
+    _nb_dict = None
+
+
+def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,
+                  first: int, limit: int, cur_ms: float, memo=None) -> tuple[int, int, float, int, int]:
+    """Try moves ``first, first + 1, ...`` on ``dev`` in turn: move ``i`` puts ops
+    ``mnodes[mptr[i]:mptr[i + 1]]`` on device ``mtarget[i]``. A move that changes nothing is skipped and not
+    counted; every other is simulated (without memory; from ``memo`` when it holds the assignment) and
+    counted. Returns ``(i, counted, makespan, next)``: the first move whose makespan is under ``cur_ms``
+    (``i = -1`` when none is before ``limit`` moves were counted or the list ends), the moves counted
+    (``i`` included), its makespan, where to go on from, and how many were simulated (not in ``memo``)."""
+    sa = static_of(g)
+    use = memo is not None
+    with np.errstate(over="ignore"):     # the keys' wrapping arithmetic, when run as plain Python
+        i, count, ms, nxt, sims = _first_shorter(
+            cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo if use else new_memo(),
+            use, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr, sa.port_bytes,
+            sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid, sa.i_fwd, sa.cptr,
+            sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, cluster.transfer_cpu, cluster.transfer_cpu_bandwidth,
+            cluster.has_transfer_cpu)
+    return int(i), int(count), float(ms), int(nxt), int(sims)

@@ -45,7 +45,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
-from ..machine.evaluator import digest
+from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
 from .memory import _Units, apply_moves, knapsack_moves
 
@@ -109,6 +109,9 @@ KICK_SHARE = 0.05
 """A kick sends this share of the units on or next to the critical chain (at least 2) to other devices."""
 KICK_SEED = 12345
 """Seed of the kicks' random choices (a fixed seed: the same input gives the same plan)."""
+MOVE_CHUNK = 64
+"""Moves handed to the kernel at once at first (`Evaluator.first_shorter`); each further batch of one
+neighbourhood is twice the last, so a descent that accepts early expands few moves it never tries."""
 LADDER = ("chain", "chain, every target", "paths", "units")
 """The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
@@ -193,6 +196,30 @@ class _Mover:
         if cache is not None:
             cache[key] = seg
         return seg
+
+    def expand(self, moves: list[_Move]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``moves`` as `Evaluator.first_shorter` takes them: ``(ptr, ops, target)``, move ``i`` putting ops
+        ``ops[ptr[i]:ptr[i + 1]]`` (the units of its nodes, pinned units left out) on ``target[i]``."""
+        units: list = []
+        for m in moves:
+            n = m.nodes
+            if len(n) == 1:
+                units.append(self.unit[int(n[0])])
+            else:
+                units.append(np.unique(self.unit[np.asarray(n, dtype=np.int64)]))
+        per = [np.atleast_1d(u) for u in units]
+        lens = np.fromiter((u.size for u in per), dtype=np.int64, count=len(per))
+        flat = np.concatenate(per).astype(np.int64) if per else np.empty(0, dtype=np.int64)
+        keep = ~self.pinned_unit[flat]
+        owner = np.repeat(np.arange(len(per)), lens)[keep]
+        flat = flat[keep]
+        sizes = self.unit_ptr[flat + 1] - self.unit_ptr[flat]
+        ops = self.unit_members[np.repeat(self.unit_ptr[flat] - np.cumsum(np.concatenate([[0], sizes[:-1]])), sizes)
+                                + np.arange(int(sizes.sum()))] if flat.size else np.empty(0, dtype=np.int64)
+        ptr = np.zeros(len(per) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, weights=sizes, minlength=len(per)).astype(np.int64), out=ptr[1:])
+        target = np.fromiter((m.target for m in moves), dtype=np.int64, count=len(moves))
+        return ptr, np.ascontiguousarray(ops, dtype=np.int64), target
 
     def apply(self, dev: np.ndarray, nodes, target: int) -> np.ndarray | None:
         """``dev`` with the units of ``nodes`` (the unpinned ones) on ``target``; None when that changes nothing."""
@@ -401,14 +428,15 @@ class Refine:
         starts = [state.assignment] + list(state.alternatives)
         # quick makespans by assignment, and (plan, trial) pairs judged in full and rejected, shared by the
         # searches (see `Evaluator.memo` and `_descend`)
-        memo, rejected = ({}, {}) if self.remember else (None, None)
+        memo, rejected = (new_memo(), {}) if self.remember else (None, None)
         # successive halving: half the budget shared by every start, the rest for the best of them
         results = []
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
-        used = 0
+        used = simulated = 0
         for i, dev in enumerate(starts):
             r = self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None, memo, rejected)
             used += r["evaluations"]
+            simulated += r.get("simulated", 0)
             results.append(r)
         valid = [r for r in results if r.get("skipped") is None]
         if not valid:
@@ -422,8 +450,10 @@ class Refine:
                     more[k] += best[k]
                 best = {**more, "before_us": best["before_us"]}
             used += more["evaluations"]
+            simulated += more.get("simulated", 0)
         stats = {k: v for k, v in best.items() if k != "assignment"}
-        stats.update(evaluations=used, budget=budget, starts=len(starts))
+        # ``simulated``: the evaluations that ran the simulator (the rest came from the memo)
+        stats.update(evaluations=used, simulated=simulated, budget=budget, starts=len(starts))
         return state.replace(assignment=best["assignment"], makespan_us=best["after_us"],
                              alternatives=()).with_stats(self.name, **stats)
 
@@ -469,7 +499,8 @@ class Refine:
             totals["kicks"] += 1
             cur = kicked
             cur_s = ev.schedule(cur, memory=check_memory)
-        return {"assignment": best, "evaluations": ev.evaluations, "rounds": totals["rounds"],
+        return {"assignment": best, "evaluations": ev.evaluations, "simulated": ev.simulations,
+                "rounds": totals["rounds"],
                 "accepted": totals["accepted"], "kicks": totals["kicks"], "repairs": totals["repairs"],
                 "repaired": totals["repaired"], "moves": kinds, "before_us": start_ms,
                 "after_us": best_ms}
@@ -535,15 +566,25 @@ class Refine:
             gained = False
             misses = 0
             patience = self.patience if stage == 0 else None
-            for m in moves:
+            pos, base, batch, chunk = 0, 0, None, MOVE_CHUNK
+            while pos < len(moves):
                 if ev.evaluations >= budget or (patience is not None and misses >= patience):
                     break
-                trial = mover.apply(cur, m.nodes, m.target)
-                if trial is None:
+                if batch is None or pos >= base + batch[2].size:     # the next moves, as the kernel takes them
+                    base, batch = pos, mover.expand(moves[pos:pos + chunk])
+                    chunk *= 2
+                limit = budget - ev.evaluations if patience is None else min(budget - ev.evaluations,
+                                                                             patience - misses)
+                # the quick simulations, in one call, up to the first move that shortens the step
+                e0 = ev.evaluations
+                i, _, nxt = ev.first_shorter(cur, batch, pos - base, limit, cur_ms)
+                misses += ev.evaluations - e0 - (i >= 0)
+                pos = base + nxt
+                if i < 0:
                     continue
-                if ev.quick_makespan(trial) >= cur_ms - 1e-9:
-                    misses += 1
-                    continue
+                m = moves[base + i]
+                trial = cur.copy()
+                trial[batch[1][batch[0][i]:batch[0][i + 1]]] = batch[2][i]
                 key = None
                 if rejected is not None:
                     if here is None:     # the plan, and whether this search checks memory (searches differ)

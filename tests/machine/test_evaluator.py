@@ -43,13 +43,14 @@ def test_a_memo_spares_repeated_simulations_but_not_their_count(monkeypatch):
     """With a memo, a quick makespan already seen (by any evaluator sharing the memo) is not simulated
     again, yet every call still counts: a search's budget, hence its plan, is the same with or without."""
     import pardnn.machine.evaluator as evaluator_mod
+    from pardnn.machine.evaluator import new_memo
 
     g = tiny([("a", 10, 100), ("b", 20, 100), ("c", 5, 100)], [("a", "c"), ("b", "c")])
     c = Cluster.homogeneous(2, latency_us=3.0, bandwidth_bytes_per_us=10.0)
     runs = []
     real = evaluator_mod.run_kernel
     monkeypatch.setattr(evaluator_mod, "run_kernel", lambda *a: runs.append(1) or real(*a))
-    memo: dict = {}
+    memo = new_memo()
     ev, other = Evaluator(g, c, memo=memo), Evaluator(g, c, memo=memo)
     plans = [np.array(p) for p in ([0, 1, 0], [0, 0, 0], [0, 1, 0], [1, 0, 1], [0, 1, 0])]
     plain = [Evaluator(g, c).quick_makespan(p) for p in plans]
