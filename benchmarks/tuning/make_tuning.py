@@ -19,6 +19,8 @@ is in held-out set v1 or v2, and tuning on them is what they are for.
 from __future__ import annotations
 
 import argparse
+
+import numpy as np
 import os
 import sys
 import time
@@ -34,6 +36,63 @@ import make_heldout as v1  # noqa: E402  (the builders and the import, shared wi
 
 ORIGIN = "benchmarks/tuning/make_tuning.py"
 PURPOSE = "tuning suite: tune on this graph (never in a held-out set)"
+
+def _hub_encoder(ctor: str, *, layers: int, vocab: int, seq: int = 64, batch: int = 2, classes: int = 2, **kw):
+    """A keras-hub encoder backbone (random init) with a classifier on its first token: one training step."""
+    def build(keras, rng):
+        import keras_hub
+        size = {"vocab_size" if ctor == "ElectraBackbone" else "vocabulary_size": vocab}
+        backbone = getattr(keras_hub.models, ctor)(**size, num_layers=layers, **kw)
+        inputs = {"token_ids": keras.Input((seq,), dtype="int32", name="token_ids"),
+                  "padding_mask": keras.Input((seq,), dtype="int32", name="padding_mask")}
+        extra = {}
+        if "segment_ids" in [i.name.split(":")[0] for i in backbone.inputs] or ctor == "AlbertBackbone":
+            inputs["segment_ids"] = keras.Input((seq,), dtype="int32", name="segment_ids")
+            extra["segment_ids"] = np.zeros((batch, seq), "int32")
+        h = backbone(inputs)
+        h = h["sequence_output"] if isinstance(h, dict) else h
+        out = keras.layers.Dense(classes, name="classifier")(h[:, 0, :])
+        model = keras.Model(inputs, out, name=f"{ctor.lower()}_classifier")
+        x = {"token_ids": rng.integers(0, vocab, (batch, seq)).astype("int32"),
+             "padding_mask": np.ones((batch, seq), "int32"), **extra}
+        y = rng.integers(0, classes, (batch,)).astype("int32")
+        return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), (x, y), {
+            "backbone": ctor, "layers": layers, "vocab": vocab, "seq": seq, "batch": batch, **kw,
+            "keras_hub": keras_hub.__version__}
+    build.__name__ = f"hub_{ctor}"
+    return build
+
+
+def _hub_decoder(ctor: str, *, layers: int, vocab: int, seq: int = 64, batch: int = 2, **kw):
+    """A keras-hub decoder backbone (random init) with its tied LM head: a next-token training step."""
+    def build(keras, rng):
+        import keras_hub
+        backbone = getattr(keras_hub.models, ctor)(vocabulary_size=vocab, num_layers=layers, **kw)
+        token_ids = keras.Input((seq,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input((seq,), dtype="int32", name="padding_mask")
+        h = backbone({"token_ids": token_ids, "padding_mask": padding_mask})
+        logits = backbone.token_embedding(h, reverse=True)
+        model = keras.Model({"token_ids": token_ids, "padding_mask": padding_mask}, logits, name=f"{ctor.lower()}_lm")
+        ids = rng.integers(0, vocab, (batch, seq + 1)).astype("int32")
+        x = {"token_ids": ids[:, :-1], "padding_mask": np.ones((batch, seq), "int32")}
+        return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), (x, ids[:, 1:]), {
+            "backbone": ctor, "layers": layers, "vocab": vocab, "seq": seq, "batch": batch, **kw,
+            "keras_hub": keras_hub.__version__}
+    build.__name__ = f"hub_{ctor}"
+    return build
+
+
+# keras-hub backbones of the base shape (12 heads of 64, 3072 wide), none of them GPT-2 or BERT (held-out v1)
+HUB = {
+    "tune-hub-roberta": _hub_encoder("RobertaBackbone", layers=12, vocab=50265, num_heads=12, hidden_dim=768,
+                                     intermediate_dim=3072, max_sequence_length=512),
+    "tune-hub-distilbert": _hub_encoder("DistilBertBackbone", layers=6, vocab=30522, num_heads=12, hidden_dim=768,
+                                        intermediate_dim=3072, max_sequence_length=512),
+    "tune-hub-opt": _hub_decoder("OPTBackbone", layers=12, vocab=50272, num_heads=12, hidden_dim=768,
+                                 intermediate_dim=3072, max_sequence_length=2048),
+    "tune-hub-electra": _hub_encoder("ElectraBackbone", layers=12, vocab=30522, num_heads=4, hidden_dim=256,
+                                     embedding_dim=128, intermediate_dim=1024, max_sequence_length=512),
+}
 
 # None of these is in held-out set v1 (ResNet50, DenseNet121, MobileNetV2, EfficientNetB0, GPT-2, BERT,
 # Transformers of 24/96 layers) or v2 (InceptionV3, Xception, ResNet101V2, DenseNet169, MobileNetV3Small,
@@ -53,9 +112,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", help="build only graphs whose name contains this")
     ap.add_argument("--steps", type=int, default=v1.PROFILE_STEPS, help="profiled steps")
     ap.add_argument("--force", action="store_true", help="rebuild graphs that exist")
+    ap.add_argument("--hub", action="store_true", help="also the keras-hub backbones (needs keras-hub)")
     args = ap.parse_args(argv)
     GRAPHS_DIR.mkdir(exist_ok=True)
-    for name, builder in KERAS.items():
+    for name, builder in {**KERAS, **(HUB if args.hub else {})}.items():
         if (args.only and args.only not in name) or ((GRAPHS_DIR / f"{name}.json.gz").exists() and not args.force):
             continue
         t0 = time.perf_counter()

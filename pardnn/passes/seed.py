@@ -65,7 +65,7 @@ class Seed:
     sct_max_nodes: int = 5_000
     """``sct`` runs only on graphs up to this many ops: its LP takes about 0.2 s at 5k ops, 0.5 s at 10k and 15 s
     at 50k (with it, a 10k-op graph took longer than a 50k-op one). No tuning case between 5k and 10k ops changed,
-    nor, at a cap of 50k, any of the tuning suite's real models of 5k-41k ops (`benchmarks/tuning/`)."""
+    nor, at a cap of 50k, any placement of the tuning suite's ten real models of 5k-41k ops (`benchmarks/tuning/`)."""
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
