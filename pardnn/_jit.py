@@ -21,10 +21,6 @@ except ImportError:  # pragma: no cover - exercised only without numba
     HAVE_NUMBA = False
 
 
-prange = _numba.prange if HAVE_NUMBA else range
-"""``numba.prange`` in compiled kernels (a parallel loop under ``parallel=True``), ``range`` otherwise."""
-
-
 def njit(fn=None, **kwargs):
     """``numba.njit(cache=True)`` when numba is available, the identity otherwise."""
     def wrap(f):

@@ -71,13 +71,12 @@ class Evaluator:
         return ms
 
     def first_shorter(self, dev: np.ndarray, moves: tuple[np.ndarray, np.ndarray, np.ndarray], first: int,
-                      limit: int, cur_ms: float, parallel: bool | None = None) -> tuple[int, float, int]:
+                      limit: int, cur_ms: float) -> tuple[int, float, int]:
         """The first of ``moves`` (``(ptr, ops, target)``, from ``first`` on) whose quick makespan is under
         ``cur_ms``, trying at most ``limit`` that change ``dev``: ``(index or -1, makespan, where to go on)``.
-        Each move tried counts as an evaluation, as `quick_makespan` of its assignment would. ``parallel``:
-        see `pardnn.machine.kernel.first_shorter` (the same result either way)."""
+        Each move tried counts as an evaluation, as `quick_makespan` of its assignment would."""
         i, counted, ms, nxt, sims = first_shorter(self.g, self.cluster, dev, *moves, first, limit, cur_ms,
-                                                  self.memo, parallel)
+                                                  self.memo)
         self.evaluations += counted
         self.simulations += sims
         return i, ms, nxt

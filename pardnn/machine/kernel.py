@@ -32,12 +32,11 @@ zero-length item still counts), which is the peak candidate.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import HAVE_NUMBA, leaf, njit, prange
+from .._jit import leaf, njit
 
 
 @dataclass(frozen=True, eq=False)
@@ -744,101 +743,6 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
     return -1, count, np.inf, n, sims
 
 
-@njit(parallel=True)
-def _first_shorter_par(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
-                       temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid,
-                       i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint, block):
-    """`_first_shorter`, the next ``block`` moves that change the plan simulated at once (``prange``), then
-    judged in order exactly as one at a time: a move simulated ahead of the first shorter one is neither
-    counted nor remembered, so the result, the count and the memo are the same as `_first_shorter`'s."""
-    V = dev.shape[0]
-    trials = np.empty((block, V), dtype=dev.dtype)
-    for b in range(block):
-        trials[b, :] = dev
-    lo0, hi0 = assignment_key(dev, K)
-    count = 0
-    sims = 0
-    n = mtarget.shape[0]
-    cidx = np.empty(block, dtype=np.int64)
-    clo = np.empty(block, dtype=np.uint64)
-    chi = np.empty(block, dtype=np.uint64)
-    need = np.zeros(block, dtype=np.bool_)
-    cms = np.empty(block)
-    i = first
-    while True:
-        nb = 0
-        while i < n and nb < block and count + nb < limit:
-            t = mtarget[i]
-            lo = lo0
-            hi = hi0
-            changed = False
-            for j in range(mptr[i], mptr[i + 1]):
-                v = mnodes[j]
-                d = dev[v]
-                if d != t:
-                    changed = True
-                    a, b = _op_key(v, d, K)
-                    x, y = _op_key(v, t, K)
-                    lo ^= a ^ x
-                    hi ^= b ^ y
-            if changed:
-                cidx[nb] = i
-                clo[nb] = lo
-                chi[nb] = hi
-                need[nb] = not (use_memo and (lo, hi) in memo)
-                if not need[nb]:
-                    cms[nb] = memo[(lo, hi)]
-                nb += 1
-            i += 1
-        if nb == 0:
-            return -1, count, np.inf, i, sims
-        for s in prange(nb):
-            if need[s]:
-                c = cidx[s]
-                t = mtarget[c]
-                for j in range(mptr[c], mptr[c + 1]):
-                    trials[s, mnodes[j]] = t
-                r = simulate_kernel(K, trials[s], speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner,
-                                    pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg,
-                                    own_bytes, fwd, False, ecpu, ecbw, endpoint)
-                for j in range(mptr[c], mptr[c + 1]):
-                    trials[s, mnodes[j]] = dev[mnodes[j]]
-                ms = 0.0
-                for f in r[1]:
-                    ms = max(ms, f)
-                for f in r[8]:
-                    ms = max(ms, f)
-                cms[s] = ms
-        for s in range(nb):
-            count += 1
-            # simulated, unless one before it in this block was the same assignment (one at a time, the
-            # memo would have had it)
-            if need[s] and not (use_memo and (clo[s], chi[s]) in memo):
-                sims += 1
-                if use_memo:
-                    memo[(clo[s], chi[s])] = cms[s]
-            if cms[s] < cur_ms - 1e-9:
-                return cidx[s], count, cms[s], cidx[s] + 1, sims
-        if count >= limit:
-            return -1, count, np.inf, i, sims
-
-
-PARALLEL_BLOCK = 2
-"""Moves `first_shorter` simulates at once where numba runs more than one thread (one at a time otherwise).
-The result, the count and the memo do not depend on it; only the time does."""
-_PAR_LOCK = threading.Lock()     # numba's default thread pool takes one parallel call at a time
-
-
-def parallel_block() -> int:
-    """How many moves `first_shorter` simulates at once here: `PARALLEL_BLOCK` where the kernels are compiled
-    and numba has two threads or more, else 1."""
-    if not HAVE_NUMBA:
-        return 1
-    import numba
-
-    return PARALLEL_BLOCK if numba.get_num_threads() > 1 else 1
-
-
 def new_memo():
     """An empty memo for `first_shorter` and `Evaluator.quick_makespan`: makespan by `assignment_key`."""
     if _nb_dict is None:
@@ -848,35 +752,30 @@ def new_memo():
     return _nb_dict.empty(key_type=types.UniTuple(types.uint64, 2), value_type=types.float64)
 
 
-if HAVE_NUMBA:
+try:
     from numba.typed import Dict as _nb_dict
-else:  # pragma: no cover - without numba, or with PARDNN_NO_JIT
+    from .._jit import HAVE_NUMBA as _HAVE_NUMBA
+    if not _HAVE_NUMBA:
+        _nb_dict = None
+except ImportError:  # pragma: no cover - without numba
     _nb_dict = None
 
 
 def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,
-                  first: int, limit: int, cur_ms: float, memo=None, parallel: bool | None = None
-                  ) -> tuple[int, int, float, int, int]:
+                  first: int, limit: int, cur_ms: float, memo=None) -> tuple[int, int, float, int, int]:
     """Try moves ``first, first + 1, ...`` on ``dev`` in turn: move ``i`` puts ops
     ``mnodes[mptr[i]:mptr[i + 1]]`` on device ``mtarget[i]``. A move that changes nothing is skipped and not
     counted; every other is simulated (without memory; from ``memo`` when it holds the assignment) and
     counted. Returns ``(i, counted, makespan, next)``: the first move whose makespan is under ``cur_ms``
     (``i = -1`` when none is before ``limit`` moves were counted or the list ends), the moves counted
-    (``i`` included), its makespan, where to go on from, and how many were simulated (not in ``memo``).
-    ``parallel`` (default: `parallel_block` decides) simulates `PARALLEL_BLOCK` moves at once; the result
-    is the same either way."""
+    (``i`` included), its makespan, where to go on from, and how many were simulated (not in ``memo``)."""
     sa = static_of(g)
     use = memo is not None
     with np.errstate(over="ignore"):     # the keys' wrapping arithmetic, when run as plain Python
-        args = (cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo if use else new_memo(),
-                use, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr,
-                sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid,
-                sa.i_fwd, sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, cluster.transfer_cpu,
-                cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu)
-        block = parallel_block() if parallel is None else (PARALLEL_BLOCK if parallel else 1)
-        if block > 1:
-            with _PAR_LOCK:
-                i, count, ms, nxt, sims = _first_shorter_par(*args, block)
-        else:
-            i, count, ms, nxt, sims = _first_shorter(*args)
+        i, count, ms, nxt, sims = _first_shorter(
+            cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo if use else new_memo(),
+            use, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr, sa.port_bytes,
+            sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid, sa.i_fwd, sa.cptr,
+            sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, cluster.transfer_cpu, cluster.transfer_cpu_bandwidth,
+            cluster.has_transfer_cpu)
     return int(i), int(count), float(ms), int(nxt), int(sims)
