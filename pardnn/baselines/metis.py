@@ -29,6 +29,10 @@ pymetis is a core dependency: the partitioner's seed pass also starts from a MET
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 from scipy import sparse
 
@@ -76,6 +80,32 @@ def _int_weights(x: np.ndarray) -> np.ndarray:
     return np.rint(x * (_WEIGHT_TOTAL / total)).astype(np.int64)
 
 
+@contextlib.contextmanager
+def _c_stdout_silenced():
+    """Send what C code prints on stdout during the block to /dev/null. METIS's recursive bisection prints
+    "***Cannot bisect a graph with 0 vertices!" there when a small graph has barely more vertices than
+    parts (its partition is still complete and deterministic); a command's stdout is not the place."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        sys.stdout.flush()
+        libc.fflush(None)
+        saved = os.dup(1)
+    except (OSError, AttributeError, ValueError):     # no C library to flush, or no file descriptor 1
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
 def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarray) -> np.ndarray | None:
     """Call the METIS library inside pymetis directly, with ``ncon = vw.shape[1]`` constraints.
 
@@ -108,10 +138,11 @@ def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarr
     options[_internal.options_indices.SEED] = 0
     objval, part = np.zeros(1, dtype=idx), np.zeros(U, dtype=idx)
     ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (nvtxs, ncon_a, xadj, adjncy, vwgt)]
-    status = fn(*ptr, None, adjwgt.ctypes.data_as(ctypes.c_void_p) if adjwgt.size else None,
-                nparts.ctypes.data_as(ctypes.c_void_p), tpwgts.ctypes.data_as(ctypes.c_void_p), None,
-                options.ctypes.data_as(ctypes.c_void_p), objval.ctypes.data_as(ctypes.c_void_p),
-                part.ctypes.data_as(ctypes.c_void_p))
+    with _c_stdout_silenced():
+        status = fn(*ptr, None, adjwgt.ctypes.data_as(ctypes.c_void_p) if adjwgt.size else None,
+                    nparts.ctypes.data_as(ctypes.c_void_p), tpwgts.ctypes.data_as(ctypes.c_void_p), None,
+                    options.ctypes.data_as(ctypes.c_void_p), objval.ctypes.data_as(ctypes.c_void_p),
+                    part.ctypes.data_as(ctypes.c_void_p))
     if status != 1:      # METIS_OK
         raise RuntimeError(f"METIS failed with status {status}")
     return part.astype(np.int64)
@@ -123,9 +154,10 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     U = g.num_units
     if K == 1 or U == 0:
         return np.zeros(U, dtype=np.int64)
-    if U < K:
+    if U <= K:
         # METIS cannot make more parts than vertices (it prints an error, and its answer then depends on
-        # uninitialised memory): the balanced answer is one unit per part
+        # uninitialised memory), nor, by recursive bisection, always as many (it prints "Cannot bisect a
+        # graph with 0 vertices" on stdout): the balanced answer is one unit per part
         return np.arange(U, dtype=np.int64)
     pymetis = _pymetis()
     A = unit_graph(g, cluster)

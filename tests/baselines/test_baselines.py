@@ -317,6 +317,23 @@ def test_metis_with_fewer_units_than_devices_gives_each_unit_a_device(capfd):
     assert "too many parts" not in capfd.readouterr().out
 
 
+def test_metis_prints_nothing_when_a_bisection_comes_out_empty(capfd):
+    """A chain of five ops whose only compute is the last, on four devices (and as many ops as devices):
+    METIS's recursive bisection prints "***Cannot bisect a graph with 0 vertices!" on the process's
+    stdout. The partition is still complete and the same every time, but a command's output is no place
+    for it; nor, with as many units as devices, is METIS needed (one unit per device)."""
+    g = tiny([("a", 0), ("b", 0), ("c", 0), ("d", 0), ("e", 10)], [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")])
+    for k in (4, 5):
+        c = Cluster.homogeneous(k)
+        p = metis.place(g, c)
+        checked(g, c, p)
+        assert all(metis.place(g, c).same_as(p) for _ in range(5))
+        if k == 5:
+            assert sorted(p.assignment.tolist()) == [0, 1, 2, 3, 4]
+    out = capfd.readouterr().out
+    assert "bisect" not in out and "too many parts" not in out
+
+
 def test_metis_moves_pinned_units_after_matching_parts_to_devices():
     g = two_chains(group=False)
     pinned = tiny([(n, 10, BIG, {"pinned": 1} if n == "a0" else {}) for n in g.names],
