@@ -8,7 +8,8 @@ best or tied, the geomean and worst of ours / the best feasible baseline, and
 the time pardnn took. Cases and capacities are `pardnn.bench`'s.
 
 This is the tuning suite only (`pardnn.bench.suite("full")`: the peer graphs,
-the samples, synthetic Transformers). The held-out sets (benchmarks/heldout/,
+the samples, synthetic Transformers; with ``--keras`` also the real models
+of 5k-41k ops in benchmarks/tuning/graphs). The held-out sets (benchmarks/heldout/,
 benchmarks/heldout2/) are never read here.
 
 Run from the repository root::
