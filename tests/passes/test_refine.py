@@ -349,3 +349,111 @@ def test_the_compiled_move_loop_tries_moves_exactly_as_one_at_a_time():
         found += want >= 0
         limited += want < 0 and nxt_want < len(moves)
     assert found >= 5 and limited >= 5      # both ends of the loop were reached
+
+
+def _one_move_at_a_time(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals, rejected=None):
+    """`Refine._descend` as it was before its quick simulations moved into one compiled call (commit 85ad177):
+    each move applied in Python and simulated with `Evaluator.quick_makespan`. The oracle of the test below."""
+    from pardnn.machine.evaluator import digest
+    from pardnn.passes.refine import LADDER, path_moves, propose, unit_moves
+
+    cur_ms = float(s.makespan_us)
+    here = None
+    stage = 0
+    K = cluster.num_devices
+    while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < len(LADDER):
+        totals["rounds"] += 1
+        if stage == 0:
+            moves = propose(g, cluster, cm, s, s.critical_chain(), mover, top_links=self.top_links)
+        elif stage == 1:
+            moves = propose(g, cluster, cm, s, s.critical_chain(), mover, top_links=g.num_nodes, every_target=True)
+        elif stage == 2:
+            moves = path_moves(g, cm, cur, mover, K)
+        else:
+            moves = unit_moves(g, cm, cur, mover, K)
+        gained = False
+        misses = 0
+        patience = self.patience if stage == 0 else None
+        for m in moves:
+            if ev.evaluations >= budget or (patience is not None and misses >= patience):
+                break
+            trial = mover.apply(cur, m.nodes, m.target)
+            if trial is None:
+                continue
+            if ev.quick_makespan(trial) >= cur_ms - 1e-9:
+                misses += 1
+                continue
+            key = None
+            if rejected is not None:
+                if here is None:
+                    here = digest(cur, K) + (b"m" if check_memory else b"q")
+                key = here + digest(trial, K)
+                known = rejected.get(key)
+                if known is not None:
+                    gate, sims, repaired = known
+                    ev.evaluations += 1
+                    if gate and ev.evaluations < budget:
+                        ev.evaluations += sims
+                        totals["repairs"] += repaired
+                    misses += 1
+                    continue
+            s2 = ev.schedule(trial, memory=check_memory)
+            fixed = None
+            gate = bool(check_memory and self.repair and not s2.feasible and s2.makespan_us < cur_ms - 1e-9)
+            tried, sims = False, 0
+            if gate and ev.evaluations < budget:
+                tried, e0 = True, ev.evaluations
+                fixed = self._repair_move(g, cluster, cm, mover, ev, cur, trial, s2)
+                sims = ev.evaluations - e0
+                if fixed is not None:
+                    trial, s2 = fixed
+                    totals["repairs"] += 1
+            if s2.makespan_us < cur_ms - 1e-9 and (not check_memory or s2.feasible):
+                cur, s, cur_ms = trial, s2, float(s2.makespan_us)
+                here = None
+                totals["accepted"] += 1
+                totals["repaired"] += fixed is not None
+                kinds[m.label] = kinds.get(m.label, 0) + 1
+                gained = True
+                misses = 0
+            else:
+                misses += 1
+                if key is not None and (tried or not gate):
+                    rejected[key] = (gate, sims, int(fixed is not None))
+        stage = 0 if gained else stage + 1
+    return cur, s, cur_ms
+
+
+def test_the_descent_is_the_one_move_at_a_time_descent_over_a_fixed_sweep(monkeypatch):
+    """The whole pass against its one-move-at-a-time oracle (`_one_move_at_a_time`): seeded graphs, starts
+    that fit and starts that do not, memory checked or not, budgets that end anywhere (in a batch of moves,
+    after an accepted move in mid-batch), small patiences (stage 0's early end) and chunks of 2 moves, so
+    that a neighbourhood spans many batches. Same plan, same figures but ``simulated``."""
+    import pardnn.passes.refine as refine_mod
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    rng = np.random.default_rng(112601)
+    compared = accepted = 0
+    for case in range(150):
+        g, c = _seeded_graph(rng)
+        scale = (0.35, 0.5, 0.6, 0.7, None)[int(rng.integers(0, 5))]
+        cl = c if scale is None else c.with_memory(max(1, int(scale * single_device_peak(g))))
+        spec = ("slice,map,seed", "slice,map,seed,memory", "slice,map,memory")[int(rng.integers(0, 3))]
+        state, _ = parse_pipeline(spec).run(g, cl, PlanState())
+        respect = ("auto", True, True, False)[case % 4]
+        evals = int(rng.choice([7, 25, 60, 400]))
+        patience = int(rng.choice([1, 3, 24]))
+        chunk = int(rng.choice([2, 64]))
+        monkeypatch.setattr(refine_mod, "MOVE_CHUNK", chunk)
+        new = Refine(max_evals=evals, respect_memory=respect, patience=patience)(g, cl, state)
+        with monkeypatch.context() as mp:
+            mp.setattr(Refine, "_descend", _one_move_at_a_time)
+            old = Refine(max_evals=evals, respect_memory=respect, patience=patience)(g, cl, state)
+        if "refine" not in old.stats:
+            continue
+        assert np.array_equal(new.assignment, old.assignment), (case, respect, evals, patience, chunk)
+        assert _figures(new) == _figures(old), (case, respect, evals, patience, chunk)
+        compared += 1
+        accepted += old.stats["refine"].get("accepted", 0) > 0
+    assert compared >= 100 and accepted >= 50
