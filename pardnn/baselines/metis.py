@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 
 import numpy as np
 from scipy import sparse
@@ -80,6 +81,9 @@ def _int_weights(x: np.ndarray) -> np.ndarray:
     return np.rint(x * (_WEIGHT_TOTAL / total)).astype(np.int64)
 
 
+_STDOUT_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _c_stdout_silenced():
     """Send what C code prints on stdout during the block to /dev/null. METIS's recursive bisection prints
@@ -87,23 +91,29 @@ def _c_stdout_silenced():
     parts (its partition is still complete and deterministic); a command's stdout is not the place."""
     import ctypes
 
-    try:
-        libc = ctypes.CDLL(None)
-        sys.stdout.flush()
-        libc.fflush(None)
-        saved = os.dup(1)
-    except (OSError, AttributeError, ValueError):     # no C library to flush, or no file descriptor 1
-        yield
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        yield
-    finally:
-        libc.fflush(None)
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
+    with _STDOUT_LOCK:      # fd 1 is the process's: threads take turns (their METIS calls overlap otherwise)
+        try:
+            libc = ctypes.CDLL(None)
+            sys.stdout.flush()
+            libc.fflush(None)
+            saved = os.dup(1)
+        except (OSError, AttributeError, ValueError, TypeError):   # no C library to flush, or no fd 1
+            yield
+            return
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+        except OSError:
+            os.close(saved)
+            yield
+            return
+        try:
+            os.dup2(null, 1)
+            yield
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
 
 
 def _metis_c(pymetis, K: int, A: sparse.csr_matrix, vw: np.ndarray, tp: np.ndarray) -> np.ndarray | None:
@@ -154,10 +164,11 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     U = g.num_units
     if K == 1 or U == 0:
         return np.zeros(U, dtype=np.int64)
-    if U <= K:
+    uniform = bool(np.ptp(speed_shares(cluster)) == 0 and (not memory or np.ptp(capacity_shares(cluster)) == 0))
+    if U < K or (U == K and uniform):
         # METIS cannot make more parts than vertices (it prints an error, and its answer then depends on
-        # uninitialised memory), nor, by recursive bisection, always as many (it prints "Cannot bisect a
-        # graph with 0 vertices" on stdout): the balanced answer is one unit per part
+        # uninitialised memory), nor, by recursive bisection, always as many (it put all five ops of a
+        # chain on one of five devices): on equal devices the balanced answer is one unit per part
         return np.arange(U, dtype=np.int64)
     pymetis = _pymetis()
     A = unit_graph(g, cluster)
@@ -179,9 +190,10 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
     opts = pymetis.Options()
     opts.seed = 0
     one = _int_weights((vw / np.maximum(vw.sum(axis=0), 1)).sum(axis=1))
-    res = pymetis.part_graph(K, pymetis.CSRAdjacency(A.indptr.tolist(), A.indices.tolist()), vweights=one.tolist(),
-                             eweights=A.data.astype(np.int64).tolist() or None,
-                             tpwgts=tp.mean(axis=1).tolist(), options=opts)
+    with _c_stdout_silenced():
+        res = pymetis.part_graph(K, pymetis.CSRAdjacency(A.indptr.tolist(), A.indices.tolist()),
+                                 vweights=one.tolist(), eweights=A.data.astype(np.int64).tolist() or None,
+                                 tpwgts=tp.mean(axis=1).tolist(), options=opts)
     return np.asarray(res.vertex_part, dtype=np.int64)
 
 

@@ -575,6 +575,8 @@ class Refine:
                     chunk *= 2
                 limit = budget - ev.evaluations if patience is None else min(budget - ev.evaluations,
                                                                              patience - misses)
+                if limit <= 0:      # (the checks above make this unreachable; it guards the loop's progress)
+                    break
                 # the quick simulations, in one call, up to the first move that shortens the step
                 e0 = ev.evaluations
                 i, _, nxt = ev.first_shorter(cur, batch, pos - base, limit, cur_ms)
