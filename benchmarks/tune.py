@@ -45,7 +45,7 @@ def cases(args):
     sizes = tuple(int(x) for x in args.synthetic_sizes.split(",") if x)
     sources = [] if args.keras_only else suite("full", data_dir=Path(args.data),
                                                samples_dir=HERE.parent / "sample_graphs", synthetic_sizes=sizes)
-    if args.keras or args.keras_only:      # the tuning suite's real models of 5k-50k ops (benchmarks/tuning/)
+    if args.keras or args.keras_only:      # the tuning suite's real models of 5k-41k ops (benchmarks/tuning/)
         sources += [GraphSource(f.name.split(".")[0], "real", str(f), lambda f=f: load_graph(f))
                     for f in sorted((HERE / "tuning" / "graphs").glob("*.json.gz"))]
     for src in sources:
@@ -172,8 +172,8 @@ def main() -> None:
     ap.add_argument("--synthetic-sizes", default="10000,50000,200000")
     ap.add_argument("--max-nodes", type=int)
     ap.add_argument("--keras", action="store_true",
-                    help="add the Keras models of benchmarks/tuning/graphs (5k-50k ops; make_tuning.py builds them)")
-    ap.add_argument("--keras-only", action="store_true", help="only those Keras models")
+                    help="add the real models of benchmarks/tuning/graphs (5k-41k ops; make_tuning.py builds them)")
+    ap.add_argument("--keras-only", action="store_true", help="only those models")
     ap.add_argument("--only")
     ap.add_argument("--effort")
     ap.add_argument("--pipeline")

@@ -19,12 +19,12 @@ is in held-out set v1 or v2, and tuning on them is what they are for.
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
 import os
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -37,6 +37,7 @@ import make_heldout as v1  # noqa: E402  (the builders and the import, shared wi
 ORIGIN = "benchmarks/tuning/make_tuning.py"
 PURPOSE = "tuning suite: tune on this graph (never in a held-out set)"
 
+
 def _hub_encoder(ctor: str, *, layers: int, vocab: int, seq: int = 64, batch: int = 2, classes: int = 2, **kw):
     """A keras-hub encoder backbone (random init) with a classifier on its first token: one training step."""
     def build(keras, rng):
@@ -46,7 +47,7 @@ def _hub_encoder(ctor: str, *, layers: int, vocab: int, seq: int = 64, batch: in
         inputs = {"token_ids": keras.Input((seq,), dtype="int32", name="token_ids"),
                   "padding_mask": keras.Input((seq,), dtype="int32", name="padding_mask")}
         extra = {}
-        if "segment_ids" in [i.name.split(":")[0] for i in backbone.inputs] or ctor == "AlbertBackbone":
+        if "segment_ids" in [i.name.split(":")[0] for i in backbone.inputs]:
             inputs["segment_ids"] = keras.Input((seq,), dtype="int32", name="segment_ids")
             extra["segment_ids"] = np.zeros((batch, seq), "int32")
         h = backbone(inputs)

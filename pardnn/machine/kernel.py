@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._jit import leaf, njit
+from .._jit import HAVE_NUMBA, leaf, njit
 
 
 @dataclass(frozen=True, eq=False)
@@ -641,14 +641,20 @@ class KernelRun:
                    float(self.tr_arrive.max()) if self.tr_arrive.size else 0.0)
 
 
+def _kernel_args(g, cluster) -> tuple[tuple, tuple]:
+    """The kernel's arguments other than the assignment and the memory flag: those before the flag (the
+    cluster's speeds and links, the graph's `StaticArrays`) and those after it (endpoint CPU)."""
+    sa = static_of(g)
+    return ((cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr, sa.port_bytes,
+             sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid, sa.i_fwd,
+             sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd),
+            (cluster.transfer_cpu, cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))
+
+
 def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
     """Simulate ``g`` with op ``v`` on device ``dev[v]`` of ``cluster`` (SPEC §1); peaks only with ``memory``."""
-    sa = static_of(g)
-    return KernelRun(*simulate_kernel(
-        cluster.num_devices, dev, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp,
-        sa.port_ptr, sa.port_bytes, sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge,
-        sa.i_pid, sa.i_fwd, sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, memory, cluster.transfer_cpu,
-        cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))
+    before, after = _kernel_args(g, cluster)
+    return KernelRun(*simulate_kernel(cluster.num_devices, dev, *before, memory, *after))
 
 
 # ---------------------------------------------------------------------------
@@ -744,21 +750,14 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
 
 
 def new_memo():
-    """An empty memo for `first_shorter` and `Evaluator.quick_makespan`: makespan by `assignment_key`."""
-    if _nb_dict is None:
+    """An empty memo for `first_shorter` and `Evaluator.quick_makespan`: makespan by `assignment_key` (a
+    numba typed dict, which compiled code can use; a plain dict when the kernels run as plain Python)."""
+    if not HAVE_NUMBA:
         return {}
     from numba import types
+    from numba.typed import Dict
 
-    return _nb_dict.empty(key_type=types.UniTuple(types.uint64, 2), value_type=types.float64)
-
-
-try:
-    from numba.typed import Dict as _nb_dict
-    from .._jit import HAVE_NUMBA as _HAVE_NUMBA
-    if not _HAVE_NUMBA:
-        _nb_dict = None
-except ImportError:  # pragma: no cover - without numba
-    _nb_dict = None
+    return Dict.empty(key_type=types.UniTuple(types.uint64, 2), value_type=types.float64)
 
 
 def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,
@@ -769,13 +768,9 @@ def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndar
     counted. Returns ``(i, counted, makespan, next)``: the first move whose makespan is under ``cur_ms``
     (``i = -1`` when none is before ``limit`` moves were counted or the list ends), the moves counted
     (``i`` included), its makespan, where to go on from, and how many were simulated (not in ``memo``)."""
-    sa = static_of(g)
+    before, after = _kernel_args(g, cluster)
     use = memo is not None
     with np.errstate(over="ignore"):     # the keys' wrapping arithmetic, when run as plain Python
-        i, count, ms, nxt, sims = _first_shorter(
-            cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo if use else new_memo(),
-            use, cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr, sa.port_bytes,
-            sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid, sa.i_fwd, sa.cptr,
-            sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, cluster.transfer_cpu, cluster.transfer_cpu_bandwidth,
-            cluster.has_transfer_cpu)
+        i, count, ms, nxt, sims = _first_shorter(cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit,
+                                                 cur_ms, memo if use else new_memo(), use, *before, *after)
     return int(i), int(count), float(ms), int(nxt), int(sims)
