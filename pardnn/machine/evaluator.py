@@ -20,6 +20,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..ir import OpGraph
+from .._jit import HAVE_NUMBA
 from .kernel import assignment_key, first_shorter, new_memo, run_kernel
 from .schedule import Schedule, simulate
 
@@ -45,6 +46,12 @@ class Evaluator:
     memo: object | None = field(default=None, repr=False)
     """Quick makespans by `assignment_key` (a `new_memo`, shared by the evaluators of one pass: one graph and
     cluster); None: no memo."""
+
+    def __post_init__(self) -> None:
+        if self.memo is not None and HAVE_NUMBA and type(self.memo) is dict:
+            # the compiled move loop reads and writes the memo itself, which it can only do to numba's dict
+            raise TypeError("Evaluator: memo must come from pardnn.machine.evaluator.new_memo() (a plain dict "
+                            "cannot be shared with the compiled move loop)")
 
     def schedule(self, dev: np.ndarray, *, memory: bool = False) -> Schedule:
         self.evaluations += 1

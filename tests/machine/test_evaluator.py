@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,24 @@ def test_a_memo_spares_repeated_simulations_but_not_their_count(monkeypatch):
     assert ev.evaluations == 5 and len(runs) == 3
     assert other.quick_makespan(np.array([0, 0, 0], dtype=np.int32)) == got[1]   # any integer dtype: one key
     assert other.evaluations == 1 and len(runs) == 3
+
+
+def test_a_plain_dict_as_memo_is_refused_where_the_move_loop_is_compiled():
+    """The compiled move loop updates the memo itself; a plain dict would fail deep inside it (numba cannot
+    take one), so the evaluator says at once what to pass instead. Without numba any dict works."""
+    from pardnn._jit import HAVE_NUMBA
+    from pardnn.machine.evaluator import new_memo
+
+    g = tiny([("a", 10, 100), ("b", 20, 100)], [("a", "b")])
+    c = Cluster.homogeneous(2)
+    if HAVE_NUMBA:
+        with pytest.raises(TypeError, match="new_memo"):
+            Evaluator(g, c, memo={})
+    else:
+        assert Evaluator(g, c, memo={}).quick_makespan(np.array([0, 1])) > 0
+    ev = Evaluator(g, c, memo=new_memo())
+    assert ev.first_shorter(np.array([0, 0]), (np.array([0, 1]), np.array([1]), np.array([1])), 0, 5,
+                            np.inf)[0] == 0
 
 
 def test_the_digest_tells_apart_assignments_onto_more_than_256_devices():
