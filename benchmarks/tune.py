@@ -48,6 +48,7 @@ def cases(args):
     if args.keras or args.keras_only:      # the tuning suite's real models of 5k-41k ops (benchmarks/tuning/)
         sources += [GraphSource(f.name.split(".")[0], "real", str(f), lambda f=f: load_graph(f))
                     for f in sorted((HERE / "tuning" / "graphs").glob("*.json.gz"))]
+    sources += extra_synthetic(args.extra_synthetic, args.extra_seed)
     for src in sources:
         if args.only and not any(s in src.name for s in args.only.split(",")):
             continue
@@ -62,6 +63,21 @@ def cases(args):
         for k in (int(x) for x in args.k.split(",")):
             for regime in args.regimes.split(","):
                 yield src.name, g, k, regime, regime_capacity(regime, peak1, k, need)
+
+
+def extra_synthetic(sizes: str, seed: int) -> list[GraphSource]:
+    """More tuning graphs of the suite's synthetic family (`transformer_training_graph`), the i-th size with
+    seed ``seed + i``: one more draw of each size, so that an A/B comparison rests on more cases than the
+    suite's one graph per size. (The held-out set v2's synthetic graphs are another family,
+    `wide_training_graph`.)"""
+    from pardnn.frontends.synthetic import transformer_training_graph
+
+    out = []
+    for i, n in enumerate(int(x) for x in sizes.split(",") if x):
+        s = seed + i
+        out.append(GraphSource(f"synthetic-{n}-s{s}", "synthetic", f"transformer_training_graph({n}, seed={s})",
+                               lambda n=n, s=s: transformer_training_graph(n, seed=s)))
+    return out
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -171,6 +187,9 @@ def main() -> None:
     ap.add_argument("--regimes", default="loose,tight")
     ap.add_argument("--synthetic-sizes", default="10000,50000,200000")
     ap.add_argument("--max-nodes", type=int)
+    ap.add_argument("--extra-synthetic", default="",
+                    help="sizes of more synthetic tuning graphs, one per size (e.g. 1200,1800,2500,3000,3500,4000)")
+    ap.add_argument("--extra-seed", type=int, default=101, help="the first extra graph's seed (then +1 each)")
     ap.add_argument("--keras", action="store_true",
                     help="add the real models of benchmarks/tuning/graphs (5k-41k ops; make_tuning.py builds them)")
     ap.add_argument("--keras-only", action="store_true", help="only those models")
