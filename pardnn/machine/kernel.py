@@ -325,7 +325,7 @@ def _input_done(u, du, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, 
     return _enlist(dflag, dlist, dn, du)
 
 
-@njit
+@njit(nogil=True)
 def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
                     d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, want_mem, ecpu, ecbw,
                     endpoint):
@@ -697,7 +697,7 @@ def assignment_key(dev, K):
     return lo, hi
 
 
-@njit
+@njit(nogil=True)
 def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
                    temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd,
                    cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint):

@@ -37,6 +37,8 @@ the same plan on any machine.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -112,6 +114,10 @@ KICK_SEED = 12345
 MOVE_CHUNK = 64
 """Moves handed to the kernel at once at first (`Evaluator.first_shorter`); each further batch of one
 neighbourhood is twice the last, so a descent that accepts early expands few moves it never tries."""
+THREADS_UP_TO = 1.5e5
+"""By default the starts are searched on threads at once on graphs up to this many nodes plus edges. Above it
+each start gets a few dozen simulations (tens of MB of schedules each, held by every thread at once): at 200k
+ops and K=16 under tight memory, two threads took the command's peak RSS from 945 to 1,002 MB for no gain."""
 LADDER = ("chain", "chain, every target", "paths", "units")
 """The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
@@ -134,6 +140,14 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says, else the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,6 +190,12 @@ class _Mover:
             pcounts = np.bincount(self.path, minlength=paths.num_paths)
             self.path_ptr = np.concatenate([[0], np.cumsum(pcounts)])
             self.path_members = porder
+
+    def prepare(self, g: OpGraph, cm: CostModel) -> _Units:
+        """Step 2's per-unit arrays (built once, before searches share this mover across threads)."""
+        if self.units is None:
+            self.units = _Units(g, cm)
+        return self.units
 
     def members(self, u: int) -> np.ndarray:
         return self.unit_members[self.unit_ptr[u]:self.unit_ptr[u + 1]]
@@ -389,6 +409,11 @@ class Refine:
     same either way (off: to check exactly that)."""
     only_if_changed: bool = False
     """Skip the pass when the pass before it left the assignment unchanged (`PlanState.changed`)."""
+    threads: int | None = None
+    """Search the starts' shares of the budget (successive halving's first half) on this many threads at
+    once; None: as many as there are starts, at most the CPUs this process may use, on graphs up to
+    `THREADS_UP_TO` nodes plus edges (one thread above). Each search is independent, so the plan is the
+    same on any number of threads (1: one after the other)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -430,28 +455,43 @@ class Refine:
         # searches (see `Evaluator.memo` and `_descend`)
         memo, rejected = (new_memo(), {}) if self.remember else (None, None)
         # successive halving: half the budget shared by every start, the rest for the best of them
-        results = []
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
-        used = simulated = 0
-        for i, dev in enumerate(starts):
-            r = self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None, memo, rejected)
-            used += r["evaluations"]
-            simulated += r.get("simulated", 0)
-            results.append(r)
+        if self.threads is not None:
+            workers = min(len(starts), max(1, int(self.threads)))
+        else:
+            workers = min(len(starts), usable_cpus()) if g.num_nodes + g.num_edges <= THREADS_UP_TO else 1
+        if workers > 1:
+            # one memo per search (the compiled move loop writes to it without the GIL); ``rejected`` is a
+            # plain dict that only Python code touches, and a hit costs what judging again would
+            memos = [new_memo() if self.remember else None for _ in starts]
+            if bounded:     # the repairs' arrays, built once here rather than by two threads at once
+                mover.prepare(g, cm)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(
+                    lambda i: self._search(g, cluster, cm, mover, starts[i], share, bounded,
+                                           first if i == 0 else None, memos[i], rejected), range(len(starts))))
+        else:
+            memos = [memo] * len(starts)
+            results = [self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None, memo,
+                                    rejected) for i, dev in enumerate(starts)]
+        for i, r in enumerate(results):
+            r["memo"] = memos[i]
+        used = sum(r["evaluations"] for r in results)
+        simulated = sum(r.get("simulated", 0) for r in results)
         valid = [r for r in results if r.get("skipped") is None]
         if not valid:
             return state.with_stats(self.name, skipped=results[0]["skipped"])
         best = min(valid, key=lambda r: (r["after_us"], r["index"] if "index" in r else 0))
         if len(starts) > 1 and budget - used > 0:
-            more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded, memo=memo,
-                                rejected=rejected)
+            more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded,
+                                memo=best["memo"], rejected=rejected)
             if more.get("skipped") is None and more["after_us"] <= best["after_us"]:
                 for k in ("accepted", "repairs", "repaired"):
                     more[k] += best[k]
                 best = {**more, "before_us": best["before_us"]}
             used += more["evaluations"]
             simulated += more.get("simulated", 0)
-        stats = {k: v for k, v in best.items() if k != "assignment"}
+        stats = {k: v for k, v in best.items() if k not in ("assignment", "memo")}
         # ``simulated``: the evaluations that ran the simulator (the rest came from the memo)
         stats.update(evaluations=used, simulated=simulated, budget=budget, starts=len(starts))
         return state.replace(assignment=best["assignment"], makespan_us=best["after_us"],
@@ -528,9 +568,7 @@ class Refine:
         """A move that shortens the step but breaks a memory limit, made to fit: one round of heuristic I's
         cheapest moves off each overloaded device at its peak, never moving back the units the move itself
         moved. (assignment, schedule), or None when the round has no moves."""
-        if mover.units is None:
-            mover.units = _Units(g, cm)
-        units = mover.units
+        units = mover.prepare(g, cm)
         moved = np.zeros(units.n, dtype=bool)
         moved[g.unit[trial != cur]] = True
         moves = knapsack_moves(g, cluster, cm, units, s2, frozen=moved)

@@ -267,6 +267,29 @@ def test_remembering_changes_nothing_over_a_fixed_sweep_of_graphs_starts_and_bud
     assert compared == 480 and mixed >= 5
 
 
+def test_the_plan_is_the_same_on_any_number_of_threads():
+    """The starts' searches run on threads at once (each with its own memo; the rejections shared): the
+    plan and every figure but ``simulated`` are those of the searches run one after the other, with and
+    without memory limits, memos and repairs, at budgets that end anywhere in a search."""
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    rng = np.random.default_rng(20261127)
+    several = 0
+    for case in range(40):
+        g, c = _seeded_graph(rng)
+        scale = (0.35, 0.5, 0.7, None)[case % 4]
+        cl = c if scale is None else c.with_memory(max(1, int(scale * single_device_peak(g))))
+        state, _ = parse_pipeline(("slice,map,seed", "slice,map,seed,memory")[case % 2]).run(g, cl, PlanState())
+        several += len(state.alternatives) > 0
+        for respect, evals, remember in (("auto", 40, True), (True, 400, True), ("auto", 1500, False)):
+            one, many = (Refine(max_evals=evals, respect_memory=respect, remember=remember, threads=t)(g, cl, state)
+                         for t in (1, 3))
+            assert np.array_equal(one.assignment, many.assignment), (case, respect, evals)
+            assert _figures(one) == _figures(many), (case, respect, evals)
+    assert several >= 15      # cases with two or more starts, where the threads do run at once
+
+
 def test_remembering_keeps_apart_searches_that_check_memory_and_searches_that_do_not():
     """A review's case: two starts, one that fits and one that does not, under ``respect_memory="auto"``; the
     first search rejects moves for memory, the second must not take those rejections for its own."""
