@@ -44,8 +44,9 @@ class Evaluator:
     best_makespan: float = float("inf")
     best: np.ndarray | None = field(default=None, repr=False)
     memo: object | None = field(default=None, repr=False)
-    """Quick makespans by `assignment_key` (a `new_memo`, shared by the evaluators of one pass: one graph and
-    cluster); None: no memo."""
+    """Quick makespans by `assignment_key` (a `new_memo`, shared by the evaluators of one graph and cluster
+    that run one after the other; never by two at once: the compiled move loop writes to it without Python's
+    lock); None: no memo."""
 
     def __post_init__(self) -> None:
         if self.memo is not None and HAVE_NUMBA and type(self.memo) is dict:

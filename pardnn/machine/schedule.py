@@ -24,6 +24,7 @@ rules a placement breaks), so none of them needs the kernel's layout.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
@@ -409,6 +410,7 @@ returned), and a repeat then costs no simulation: 6 of 72 in the 200k-op tight K
 keeps the memo's share of the process's memory small (about 50-70 MB of RSS at 200k ops)."""
 RECENT_BYTES = 48 * 2**20
 _RECENT = "_sim_recent"
+_RECENT_LOCK = threading.Lock()
 
 
 def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
@@ -424,23 +426,25 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     same read-only ones) without simulating.
     """
     dev = _as_assignment(g, cluster, placement)
-    recent = g.__dict__.get(_RECENT)
-    if recent is None:
-        recent = []
-        object.__setattr__(g, _RECENT, recent)
-    for i, (c, m, d, s, _) in enumerate(recent):
-        if c is cluster and m == memory and np.array_equal(d, dev):
-            recent.insert(0, recent.pop(i))
-            return dataclasses.replace(s, device=dev)
+    with _RECENT_LOCK:      # refinement's searches simulate on several threads at once
+        recent = g.__dict__.get(_RECENT)
+        if recent is None:
+            recent = []
+            object.__setattr__(g, _RECENT, recent)
+        for i, (c, m, d, s, _) in enumerate(recent):
+            if c is cluster and m == memory and np.array_equal(d, dev):
+                recent.insert(0, recent.pop(i))
+                return dataclasses.replace(s, device=dev)
     s = _simulate(g, cluster, dev, memory)
     size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f.name).nbytes for f in fields(s.transfers))
-    recent.insert(0, (cluster, memory, dev.copy(), dataclasses.replace(s), size))
-    held = 0
-    for i, entry in enumerate(recent):
-        held += entry[4]
-        if i >= RECENT_SCHEDULES or (i > 0 and held > RECENT_BYTES):
-            del recent[i:]
-            break
+    with _RECENT_LOCK:
+        recent.insert(0, (cluster, memory, dev.copy(), dataclasses.replace(s), size))
+        held = 0
+        for i, entry in enumerate(recent):
+            held += entry[4]
+            if i >= RECENT_SCHEDULES or (i > 0 and held > RECENT_BYTES):
+                del recent[i:]
+                break
     return s
 
 

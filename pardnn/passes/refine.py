@@ -412,8 +412,8 @@ class Refine:
     threads: int | None = None
     """Search the starts' shares of the budget (successive halving's first half) on this many threads at
     once; None: as many as there are starts, at most the CPUs this process may use, on graphs up to
-    `THREADS_UP_TO` nodes plus edges (one thread above). Each search is independent, so the plan is the
-    same on any number of threads (1: one after the other)."""
+    `THREADS_UP_TO` nodes plus edges (one thread above); 1 or less: one after the other. Each search is
+    independent, so the plan is the same on any number of threads."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -452,8 +452,8 @@ class Refine:
         mover = _Mover(g, state.paths)
         starts = [state.assignment] + list(state.alternatives)
         # quick makespans by assignment, and (plan, trial) pairs judged in full and rejected, shared by the
-        # searches (see `Evaluator.memo` and `_descend`)
-        memo, rejected = (new_memo(), {}) if self.remember else (None, None)
+        # searches (see `Evaluator.memo` and `_descend`); searches on threads at once get a memo each
+        rejected = {} if self.remember else None
         # successive halving: half the budget shared by every start, the rest for the best of them
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
         if self.threads is not None:
@@ -461,8 +461,9 @@ class Refine:
         else:
             workers = min(len(starts), usable_cpus()) if g.num_nodes + g.num_edges <= THREADS_UP_TO else 1
         if workers > 1:
-            # one memo per search (the compiled move loop writes to it without the GIL); ``rejected`` is a
-            # plain dict that only Python code touches, and a hit costs what judging again would
+            # one memo per search (the compiled move loop writes to it without the GIL; one shared memo
+            # corrupted the process); ``rejected`` is a plain dict that only Python code touches, and a hit
+            # costs what judging again would
             memos = [new_memo() if self.remember else None for _ in starts]
             if bounded:     # the repairs' arrays, built once here rather than by two threads at once
                 mover.prepare(g, cm)
@@ -471,7 +472,8 @@ class Refine:
                     lambda i: self._search(g, cluster, cm, mover, starts[i], share, bounded,
                                            first if i == 0 else None, memos[i], rejected), range(len(starts))))
         else:
-            memos = [memo] * len(starts)
+            memos = [new_memo() if self.remember else None] * len(starts)
+            memo = memos[0]
             results = [self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None, memo,
                                     rejected) for i, dev in enumerate(starts)]
         for i, r in enumerate(results):

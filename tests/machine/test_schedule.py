@@ -466,3 +466,45 @@ def test_a_repeated_simulation_is_remembered_not_rerun(monkeypatch):
     for arr in (again.start_us, again.peak_bytes, again.transfers.finish_us):
         with pytest.raises(ValueError, match="read-only"):
             arr[:] = 0
+
+
+def test_simulate_from_several_threads_at_once_keeps_its_recent_schedules_consistent(monkeypatch):
+    """Refinement's searches call `simulate` on one graph from several threads; its per-graph list of
+    recent schedules is changed under a lock (without one, a thread's ``pop`` of the index it found
+    raised IndexError once another thread had trimmed the list: 2-3 times per run of this test)."""
+    import sys
+    import threading
+    from pathlib import Path
+
+    import pardnn.machine.schedule as sched
+    from pardnn.ir import load_graph
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "pipedream_gnmt.json.gz")
+    c = Cluster.homogeneous(4, latency_us=25.0, bandwidth_bytes_per_us=12000.0)
+    rng = np.random.default_rng(0)
+    plans = [rng.integers(0, 4, g.num_nodes) for _ in range(3)] + [np.full(g.num_nodes, d) for d in range(4)]
+    want = [simulate(g, c, p, memory=False).makespan_us for p in plans]
+    monkeypatch.setattr(sched, "RECENT_BYTES", 13000)       # room for about three schedules, as on large graphs
+    errors: list = []
+
+    def work(seed: int) -> None:
+        r = np.random.default_rng(seed)
+        try:
+            for _ in range(3000):
+                i = int(r.integers(0, len(plans)))
+                s = simulate(g, c, plans[i], memory=False)
+                assert np.array_equal(s.device, plans[i]) and s.makespan_us == want[i]
+        except Exception as e:      # noqa: BLE001 - reported below, with the thread's other failures
+            errors.append(repr(e))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []

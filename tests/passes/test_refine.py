@@ -290,6 +290,32 @@ def test_the_plan_is_the_same_on_any_number_of_threads():
     assert several >= 15      # cases with two or more starts, where the threads do run at once
 
 
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_the_plan_is_the_same_on_any_number_of_threads_on_a_sample_at_the_default_budget(k):
+    """The same through the whole default pipeline on a sample (GNMT, 93 ops) under tight memory, at the
+    default budgets: there the first search starts from the schedule the pass already simulated, and the
+    searches run long enough that sharing one memo between threads corrupted the process (review)."""
+    from pathlib import Path
+
+    from pardnn.bench import bench_cluster, minimum_need, regime_capacity
+    from pardnn.ir import load_graph
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "pipedream_gnmt.json.gz")
+    cl = bench_cluster(k, regime_capacity("tight", single_device_peak(g), k, minimum_need(g)))
+    runs = []
+    for t in (1, 3):
+        state, _ = parse_pipeline(f"slice,map,seed,refine{{threads={t}}},memory,refine-mem{{threads={t}}},best").run(
+            g, cl, PlanState())
+        runs.append(state)
+    assert np.array_equal(runs[0].assignment, runs[1].assignment)
+    for name in ("refine", "refine-mem"):
+        one, many = ({k: v for k, v in r.stats.get(name, {}).items() if k != "simulated"} for r in runs)
+        assert one == many, name
+    assert runs[0].stats["refine"]["starts"] > 1
+
+
 def test_remembering_keeps_apart_searches_that_check_memory_and_searches_that_do_not():
     """A review's case: two starts, one that fits and one that does not, under ``respect_memory="auto"``; the
     first search rejects moves for memory, the second must not take those rejections for its own."""
