@@ -460,22 +460,23 @@ class Refine:
             workers = min(len(starts), max(1, int(self.threads)))
         else:
             workers = min(len(starts), usable_cpus()) if g.num_nodes + g.num_edges <= THREADS_UP_TO else 1
+        # on threads, one memo per search (the compiled move loop writes to it without the GIL; one shared
+        # memo corrupted the process); one after the other, one memo for all. ``rejected`` is a plain dict
+        # that only Python code touches, and a hit costs what judging again would
+        memos = ([new_memo() if self.remember else None for _ in starts] if workers > 1
+                 else [new_memo() if self.remember else None] * len(starts))
+
+        def search(i: int) -> dict:
+            return self._search(g, cluster, cm, mover, starts[i], share, bounded, first if i == 0 else None,
+                                memos[i], rejected)
+
         if workers > 1:
-            # one memo per search (the compiled move loop writes to it without the GIL; one shared memo
-            # corrupted the process); ``rejected`` is a plain dict that only Python code touches, and a hit
-            # costs what judging again would
-            memos = [new_memo() if self.remember else None for _ in starts]
             if bounded:     # the repairs' arrays, built once here rather than by two threads at once
                 mover.prepare(g, cm)
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(pool.map(
-                    lambda i: self._search(g, cluster, cm, mover, starts[i], share, bounded,
-                                           first if i == 0 else None, memos[i], rejected), range(len(starts))))
+                results = list(pool.map(search, range(len(starts))))
         else:
-            memos = [new_memo() if self.remember else None] * len(starts)
-            memo = memos[0]
-            results = [self._search(g, cluster, cm, mover, dev, share, bounded, first if i == 0 else None, memo,
-                                    rejected) for i, dev in enumerate(starts)]
+            results = [search(i) for i in range(len(starts))]
         for i, r in enumerate(results):
             r["memo"] = memos[i]
         used = sum(r["evaluations"] for r in results)
@@ -483,7 +484,7 @@ class Refine:
         valid = [r for r in results if r.get("skipped") is None]
         if not valid:
             return state.with_stats(self.name, skipped=results[0]["skipped"])
-        best = min(valid, key=lambda r: (r["after_us"], r["index"] if "index" in r else 0))
+        best = min(valid, key=lambda r: r["after_us"])     # ties: the earlier start
         if len(starts) > 1 and budget - used > 0:
             more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded,
                                 memo=best["memo"], rejected=rejected)
