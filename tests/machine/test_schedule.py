@@ -386,8 +386,13 @@ def test_one_device_needs_no_transfers_and_never_idles(case):
 
 
 def _orders(s):
-    per_dev = [tuple(np.flatnonzero(s.device == d)[np.argsort(s.start_us[s.device == d], kind="stable")])
-               for d in range(s.num_devices)]
+    """Each device's run order and each link's send order. An op of 0 us and the op after it start at the
+    same instant, so a device's order is by start, then finish (by start alone, a stable sort put them
+    in id order whichever ran first: `test_orders_tell_apart_a_zero_time_op_run_before_or_after`)."""
+    per_dev = []
+    for d in range(s.num_devices):
+        on = np.flatnonzero(s.device == d)
+        per_dev.append(tuple(on[np.lexsort((s.finish_us[on], s.start_us[on]))]))
     t = s.transfers
     per_link = sorted(zip(t.src_dev.tolist(), t.dst_dev.tolist(), t.start_us.tolist(), t.src.tolist(),
                           t.port.tolist()))
@@ -395,6 +400,27 @@ def _orders(s):
     for a, c_, _, src, port in per_link:
         links.setdefault((a, c_), []).append((src, port))
     return per_dev, links
+
+
+def test_orders_tell_apart_a_zero_time_op_run_before_or_after():
+    """Hypothesis's case: with 1.5x the bandwidth, n3's inputs arrive first and device 1 runs n3 (1 us) before
+    n8 (0 us), which it ran first before, so the step grows from 4.0 to 4.033 us. Both orders start the two
+    ops at 3.0 us in the slower run, so only start then finish tells the orders apart."""
+    t = [1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0]
+    src = [1, 2, 0, 0, 7, 1, 0, 1, 2, 0, 1, 0, 8]
+    dst = [3, 3, 7, 8, 8, 8, 10, 10, 10, 11, 11, 12, 12]
+    eb = [50, 1000, 0, 0, 0, 0, 0, 0, 1000, 0, 0, 0, 50]
+    b = GraphBuilder("anomaly")
+    for i in range(13):
+        b.add_node(f"n{i}", time_us=float(t[i]), output_bytes=1000 if i == 2 else 0)
+    for a, z, e in zip(src, dst, eb):
+        b.add_edge(f"n{a}", f"n{z}", bytes=e)
+    g = b.build()
+    dev = [0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 1, 0]
+    c = Cluster((Device("a", None, 2.0), Device("b", None, 1.0)), 0.0, 1000.0)
+    s0, s1 = simulate(g, c, dev), simulate(g, Cluster(c.devices, 0.0, 1500.0), dev)
+    assert s1.makespan_us > s0.makespan_us
+    assert _orders(s0)[0][1] != _orders(s1)[0][1]
 
 
 @settings(max_examples=300, deadline=None)
