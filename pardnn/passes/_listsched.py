@@ -476,7 +476,9 @@ def _charge(v, d, use_mem, first_of_unit, usage, unit_pers, u, port_ptr, held, i
 def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port, in_bytes, c_ptr, c_src,
                   out_ptr, out_dst, indeg, port_owner, port_ptr, held, cons, out_total, temp, unit, unit_pin,
                   unit_pers, unit_ptr, unit_mem, cap, use_mem, prefer):
-    """A device per op: ``(dev, start, finish)`` as the scheduler predicts them (see the module docstring).
+    """A device per op: ``(dev, start, finish, bound)`` as the scheduler predicts them (see the module docstring);
+    ``bound``: whether memory (``use_mem``) ever kept an op off a device it would otherwise have considered.
+    When it did not, every decision was the plain schedule's, so the plan is the plain plan.
 
     ``order`` is HEFT's op order (mode 0); ``prio`` the tie-break rank of ETF (mode 1, larger first).
     ``unit_pin``: each unit's device or -1. ``prefer`` (mode 0): each op's preferred device or -1, taken
@@ -498,6 +500,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
     unit_dev = np.full(NU, -1, dtype=np.int64)
     usage = np.zeros(K)
     cons_left = cons.copy()
+    bound = False
     for u in range(NU):
         if unit_pin[u] >= 0:
             unit_dev[u] = min(unit_pin[u], K - 1)
@@ -520,6 +523,8 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                                      usage[prefer[v]] + unit_pers[u] + out_total[v] + temp[v] <= cap[prefer[v]]):
                 fixed = prefer[v]
                 lo, hi = fixed, fixed + 1
+            elif prefer[v] >= 0:
+                bound = True
             room_any = True
             if use_mem and fixed < 0:
                 room_any = False
@@ -529,6 +534,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                         room_any = True
                         break
                 if not room_any:      # nowhere with room: the device with the most room left
+                    bound = True
                     bd = 0
                     for d in range(1, K):
                         if cap[d] - usage[d] > cap[bd] - usage[bd]:
@@ -540,6 +546,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             best_j = -1
             for d in range(lo, hi):
                 if use_mem and fixed < 0 and room_any and usage[d] + unit_pers[u] + out_total[v] + temp[v] > cap[d]:
+                    bound = True
                     continue
                 t = _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src,
                                 port_owner, link_free, tr_arr, lf)
@@ -559,7 +566,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                 unit_dev[u] = d
             _charge(v, d, use_mem, first, usage, unit_pers, u, port_ptr, held, in_ptr, in_port, cons_left,
                     port_owner, dev)
-        return dev, start, finish
+        return dev, start, finish, bound
 
     # ---- ETF ----
     neg = -prio
@@ -681,6 +688,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
         u = unit[v]
         if use_mem and forced[v] < 0 and unit_dev[u] < 0 and \
                 usage[d] + unit_pers[u] + out_total[v] + temp[v] > cap[d]:
+            bound = True
             blocked[v * K + d] = True
             nblocked[v] += 1
             if cand_now[d]:
@@ -715,7 +723,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
         first = unit_dev[u] < 0
         if first:
             unit_dev[u] = d
-            if use_mem:     # ready members may have left d's heaps (blocked, or forced elsewhere): queue them again
+            if bound:     # ready members may have left d's heaps (blocked, or forced elsewhere): queue them again
                 for i in range(unit_ptr[u], unit_ptr[u + 1]):
                     w = unit_mem[i]
                     if w != v and is_ready[w] and dev[w] < 0:
@@ -730,7 +738,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             if pending[w] == 0:
                 stack[ns] = w
                 ns += 1
-    return dev, start, finish
+    return dev, start, finish, bound
 
 
 def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedArrays | None = None,
@@ -741,6 +749,20 @@ def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedAr
     ``memory`` steers by the cluster's capacities (module docstring); ``arrays``, ``rank`` and ``level``
     (from `prepare`, `ranks` and `static_levels`) may be passed in when several schedules share them.
     """
+    return _run(g, cluster, mode, memory, arrays, rank, level)[:3]
+
+
+def schedule_both(g, cluster, mode: str, *, arrays: ListSchedArrays | None = None, rank: np.ndarray | None = None,
+                  level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The devices of the plain and of the memory-aware ``mode`` schedule, ``(plain, aware)``: one run when
+    memory never kept an op off a device (the two are then the same plan, decision by decision; the usual
+    case when memory is bounded but ample), two otherwise."""
+    aware, _, _, bound = _run(g, cluster, mode, True, arrays, rank, level)
+    plain = _run(g, cluster, mode, False, arrays, rank, level)[0] if bound else aware
+    return plain, aware
+
+
+def _run(g, cluster, mode, memory, arrays, rank, level):
     m = MODES[mode]
     a = arrays if arrays is not None else prepare(g)
     if mode == "etf":

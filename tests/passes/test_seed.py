@@ -162,6 +162,40 @@ def test_speeds_units_and_pins():
         assert finish.max() == simulate(g, c, dev).makespan_us == {"heft": 31.25, "etf": 40.0}[mode]
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([0.2, 0.5, 1.0, 3.0]))
+def test_schedule_both_gives_each_plan_as_its_own_run_would(case, scale):
+    """`schedule_both` runs the memory-aware schedule and reuses it as the plain one when memory never kept an
+    op off a device: both plans must be what `schedule` gives with memory off and on, however tight."""
+    g, c = case
+    c = c.with_memory(int(scale * single_device_peak(g)) + 1)
+    for mode in ("heft", "etf", "cpop"):
+        plain, aware = _listsched.schedule_both(g, c, mode)
+        assert np.array_equal(plain, _listsched.schedule(g, c, mode, memory=False)[0])
+        assert np.array_equal(aware, _listsched.schedule(g, c, mode, memory=True)[0])
+
+
+def test_schedule_both_runs_once_when_memory_never_binds(monkeypatch):
+    """With memory to spare the memory-aware run is the plain plan and no second run is made; once memory keeps
+    an op off a device, the plain plan comes from a run of its own."""
+    g = tiny([("a", 10, 0, {"persistent_bytes": 100}), ("b", 1, 0, {"persistent_bytes": 100}), ("c", 10)],
+             [("b", "c")])
+    g3 = tiny([(x, 10, 0, {"persistent_bytes": 100}) for x in "abc"], [])
+    calls = []
+    real = _listsched.list_schedule
+    monkeypatch.setattr(_listsched, "list_schedule", lambda *a: calls.append(a[-2]) or real(*a))
+    for mode in ("heft", "etf"):
+        calls.clear()
+        roomy = Cluster.homogeneous(2, memory_bytes=10_000, latency_us=0.0, bandwidth_bytes_per_us=1e12)
+        plain, aware = _listsched.schedule_both(g, roomy, mode)
+        assert calls == [True] and plain is aware
+        calls.clear()
+        # three 100-byte weights on two devices of 150 bytes: one of them finds no room anywhere
+        full = Cluster.homogeneous(2, memory_bytes=150, latency_us=0.0, bandwidth_bytes_per_us=1e12)
+        plain, aware = _listsched.schedule_both(g3, full, mode)
+        assert calls == [True, False]
+
+
 def test_memory_aware_schedule_moves_off_a_full_device():
     """Two independent 100-byte-weight ops on devices of 150 bytes: without memory both would pick device 0
     (no link cost difference and ETF's first device); with memory they split."""
