@@ -472,7 +472,7 @@ def _charge(v, d, use_mem, first_of_unit, usage, unit_pers, u, port_ptr, held, i
             usage[dev[port_owner[p]]] -= held[p]
 
 
-@njit
+@njit(nogil=True)
 def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port, in_bytes, c_ptr, c_src,
                   out_ptr, out_dst, indeg, port_owner, port_ptr, held, cons, out_total, temp, unit, unit_pin,
                   unit_pers, unit_ptr, unit_mem, cap, use_mem, prefer):

@@ -23,6 +23,7 @@ gives the same plan.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,9 +36,18 @@ from ..pipeline import PlanState
 from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
+from .refine import usable_cpus
 
 STARTS = (*_listsched.MODES, "metis", "sct")
 """The starting plans the seed pass knows."""
+
+
+def _map(fn, items: list, workers: int) -> list:
+    """``[fn(x) for x in items]``, on ``workers`` threads at once when more than one."""
+    if workers <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,16 @@ class Seed:
     favourite-aware ETF run) takes about 0.4 s at 5k ops, 0.6 s at 10k, 2.2 s at 50k and 10.6 s at 200k (synthetic
     Transformers, K=8, ninth round). At a cap of 50k no tuning placement changed, the ten real models of 5k-41k ops
     (`benchmarks/tuning/`) included, and the loose cases took 60% longer."""
+
+    threads: int | None = None
+    """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
+    jobs, at most the CPUs this process may use; 1 or less: one after the other. The plans are the same
+    either way."""
+
+    def _workers(self, jobs: int) -> int:
+        if self.threads is not None:
+            return max(1, min(jobs, int(self.threads)))
+        return max(1, min(jobs, usable_cpus()))
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
@@ -100,39 +120,59 @@ class Seed:
         rank = _listsched.ranks(g, cluster, arrays)
         level = _listsched.static_levels(g, cluster, arrays) if any(m == "etf" for _, m, _ in starts) else None
         prep_s = time.perf_counter() - t0
-        cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
-        favourite = None
-        sct_plans: dict[bool, np.ndarray] = {}
-        both_sct = sum(mode == "sct" for _, mode, _ in starts) == 2    # sct and m-sct
-        # a list scheduler asked for with and without memory runs once when memory never binds
-        pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        both = {m for _, m, _ in starts if m in _listsched.MODES and sum(x == m for _, x, _ in starts) == 2}
+        # the starts as jobs: a scheduler asked for with and without memory (SCT or a list scheduler) is one
+        # job that runs once when memory never binds; the jobs, then the simulations of the distinct plans,
+        # run on threads at once (the kernels release Python's lock); each is a pure function of its inputs,
+        # so the plans and their order are the same on any number of threads
+        jobs: dict[str, list[tuple[str, str, bool]]] = {}
         for label, mode, mem in starts:
+            paired = mode == "sct" or (mode in _listsched.MODES and sum(m == mode for _, m, _ in starts) == 2)
+            jobs.setdefault(mode if paired else label, []).append((label, mode, mem))
+
+        def run(members: list[tuple[str, str, bool]]) -> tuple[dict[str, np.ndarray], float]:
             t0 = time.perf_counter()
+            mode = members[0][1]
             if mode == "metis":
-                dev = metis.assignment(g, cluster, memory=mem)
+                out = {members[0][0]: metis.assignment(g, cluster, memory=members[0][2])}
             elif mode == "sct":
                 from ..baselines import etf, sct     # scipy's LP solver loads only when it is used
-                if favourite is None:       # the LP once, for both sct and m-sct
-                    favourite = sct.favourite_children(g, cluster).tolist()
-                if both_sct and not sct_plans:     # one run when memory never binds (loose memory)
-                    sct_plans[False], sct_plans[True] = etf.schedule_both(g, cluster, favourite=favourite)
-                dev = sct_plans[mem] if both_sct else etf.schedule(g, cluster, memory=mem, favourite=favourite)
-            elif mode in both:      # the plain plan first in ``starts``: both come from the first call
-                if mode not in pairs:
-                    pairs[mode] = _listsched.schedule_both(g, cluster, mode, arrays=arrays, rank=rank, level=level)
-                dev = pairs[mode][int(mem)]
+                favourite = sct.favourite_children(g, cluster).tolist()     # the LP once, for sct and m-sct
+                if len(members) == 2:      # one run when memory never binds (loose memory)
+                    pair = etf.schedule_both(g, cluster, favourite=favourite)
+                    out = {label: pair[int(mem)] for label, _, mem in members}
+                else:
+                    out = {members[0][0]: etf.schedule(g, cluster, memory=members[0][2], favourite=favourite)}
+            elif len(members) == 2:
+                pair = _listsched.schedule_both(g, cluster, mode, arrays=arrays, rank=rank, level=level)
+                out = {label: pair[int(mem)] for label, _, mem in members}
             else:
-                dev, _, _ = _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank, level=level)
-            cands.append((label, dev, time.perf_counter() - t0))
+                label, _, mem = members[0]
+                out = {label: _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank,
+                                                  level=level)[0]}
+            return out, time.perf_counter() - t0
+
+        workers = self._workers(len(jobs))
+        order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
+        done = dict(zip(order, _map(run, [jobs[k] for k in order], workers)))
+        cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
+        for key, members in jobs.items():
+            plans, secs = done[key]
+            cands += [(label, plans[label], secs if i == 0 else 0.0) for i, (label, _, _) in enumerate(members)]
+        cands.sort(key=lambda c: -1 if c[0] == "incoming" else [s[0] for s in starts].index(c[0]))
+        distinct = []       # (index into cands, index of the earlier equal plan or None)
+        for i, (label, dev, secs) in enumerate(cands):
+            distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
+        runs = [i for i, same in distinct if same is None]
+        scheds = dict(zip(runs, _map(lambda i: simulate(g, cluster, cands[i][1], memory=bounded),
+                                     runs, self._workers(len(runs)))))
         scored = []
         figures = {}
-        for i, (label, dev, secs) in enumerate(cands):
-            same = next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)
+        for i, same in distinct:
+            label, dev, secs = cands[i]
             if same is not None:     # a duplicate plan: the same score, no second simulation
                 figures[label] = {**figures[cands[same][0]], "seconds": round(secs, 4), "same_as": cands[same][0]}
                 continue
-            s = simulate(g, cluster, dev, memory=bounded)
+            s = scheds[i]
             over = float(s.overflow().sum()) if bounded else 0.0
             scored.append((plan_key(s, bounded) + (i,), label, dev, s))
             figures[label] = {"makespan_us": float(s.makespan_us), "feasible": bool(s.feasible),

@@ -86,10 +86,17 @@ def test_seed_keeps_the_best_start(case, seed, scale):
         assert all(mine <= (not f["feasible"], f["overflow_bytes"], f["makespan_us"]) for f in figures.values())
     if out.stats["seed"]["chosen"] != "incoming":
         assert any(np.array_equal(a, start) for a in out.alternatives)
-    again = Seed()(g, c, PlanState(assignment=start))
-    assert np.array_equal(out.assignment, again.assignment)
-    assert len(out.alternatives) == len(again.alternatives) <= Seed().max_alternatives
-    assert all(np.array_equal(a, b) for a, b in zip(out.alternatives, again.alternatives))
+    # the same state on one thread and on several (the starts, then their simulations, computed at once)
+    for threads in (1, 3):
+        again = Seed(threads=threads)(g, c, PlanState(assignment=start))
+        assert np.array_equal(out.assignment, again.assignment)
+        assert len(out.alternatives) == len(again.alternatives) <= Seed().max_alternatives
+        assert all(np.array_equal(a, b) for a, b in zip(out.alternatives, again.alternatives))
+        assert [label for label, _ in out.starts] == [label for label, _ in again.starts]
+        assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(out.starts, again.starts))
+        strip = lambda f: {k: {x: y for x, y in v.items() if x != "seconds"} for k, v in f.items()}  # noqa: E731
+        assert strip(again.stats["seed"]["starts"]) == strip(figures)
+        assert list(again.stats["seed"]["starts"]) == list(figures)
 
 
 def test_independent_chains_spread_over_four_devices():
