@@ -16,10 +16,13 @@ Exit codes (also listed in ``pardnn --help``):
 6     a needed optional dependency is not installed (e.g. the `tf` extra)
 7     an output cannot be written (the message names the path and the reason)
 8     out of memory: the message says what ran out, and on how large an input
+130   interrupted (Ctrl-C, SIGINT): no output is written
 ====  =====================================================================
 """
 
 from __future__ import annotations
+
+import signal
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -30,6 +33,38 @@ EXIT_RUNTIME = 5
 EXIT_DEPENDENCY = 6
 EXIT_OUTPUT = 7
 EXIT_MEMORY = 8
+EXIT_INTERRUPTED = 130
+
+
+_SIGINT_SEEN: list[bool] = []
+
+
+def watch_interrupts() -> None:
+    """Make SIGINT (Ctrl-C) raise KeyboardInterrupt, as Python's own handler does, and remember that it came,
+    for `interrupted`. The ``pardnn`` program installs it; a library caller keeps its own handler."""
+    def handler(signum, frame):
+        _SIGINT_SEEN.append(True)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was caused by, a KeyboardInterrupt, or SIGINT came (once `watch_interrupts` is
+    installed). A Ctrl-C that lands while a compiled kernel runs reaches Python as ``SystemError:
+    CPUDispatcher(...) returned a result with an exception set`` (numba's dispatcher), with the
+    KeyboardInterrupt at the end of its chain of causes; one that lands while numba unboxes an argument, as
+    ``TypeError: can't unbox ...``, with no trace of it at all."""
+    if _SIGINT_SEEN:
+        return True
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 class PardnnError(Exception):

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Protocol, Sequence
 import numpy as np
 
 from .cluster import Cluster
-from .errors import InfeasibleError, OutOfMemory, PardnnError, PassError
+from .errors import InfeasibleError, OutOfMemory, PardnnError, PassError, interrupted
 from .ir import OpGraph
 from .machine import rule_violations
 from .passes import PASSES, make_pass, pass_class
@@ -177,6 +177,8 @@ class Pipeline:
                     raise
                 raise type(exc)(f"{exc} (in pass {label!r})") from exc
             except Exception as exc:
+                if interrupted(exc):    # Ctrl-C inside a compiled kernel: an interrupt, not a failed pass
+                    raise KeyboardInterrupt from None
                 after = f" after {', '.join(done)}" if done else ""
                 raise PassError(f"pass {label!r} failed{after}: {type(exc).__name__}: {exc}") from exc
             dt = time.perf_counter() - t0

@@ -162,14 +162,18 @@ class Progress:
 
     @contextmanager
     def stage(self, desc: str, *, log_time: bool = True) -> Iterator[None]:
-        """Show ``desc`` on the live line while the block runs; log its duration (unless the caller logs its own)."""
+        """Show ``desc`` on the live line while the block runs; log its duration (unless the caller logs its own),
+        or, when the block fails or is interrupted, how long it ran."""
         t0 = time.perf_counter()
         try:
             with _running(desc, self.drawn):
                 yield
-        finally:
+        except BaseException:
             if log_time:
-                log.info("%s: %.2f s", desc, time.perf_counter() - t0)
+                log.info("%s: stopped after %.2f s", desc, time.perf_counter() - t0)
+            raise
+        if log_time:
+            log.info("%s: %.2f s", desc, time.perf_counter() - t0)
 
     def note(self, desc: str) -> None:
         """Change the text of the innermost stage (it keeps its clock)."""

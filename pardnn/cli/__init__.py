@@ -23,8 +23,9 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_MEMORY, EXIT_OUTPUT,
-                      EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError)
+from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MEMORY,
+                      EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError, interrupted,
+                      watch_interrupts)
 from ..progress import Progress, stages_at_memory_error
 
 EXIT_CODES_HELP = f"""\b
@@ -38,6 +39,7 @@ Exit codes:
   {EXIT_DEPENDENCY}  an optional dependency is missing (e.g. pip install 'pardnn[tf]')
   {EXIT_OUTPUT}  an output cannot be written (the message names the path and why)
   {EXIT_MEMORY}  out of memory (the message names the stage and the input's size)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); nothing is written
 """
 
 
@@ -52,6 +54,18 @@ class _Failure(click.ClickException):
         click.echo(f"pardnn: error: {self.message}", err=True)
 
 
+class _Interrupted(click.ClickException):
+    """Ctrl-C: one line on stderr, exit 130 (128 + SIGINT, as shells report it); nothing was written."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+    def show(self, file: Any = None) -> None:
+        click.echo("pardnn: interrupted", err=True)
+
+
 def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
@@ -62,15 +76,21 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PardnnError as exc:
+            if interrupted(exc):    # a failure Ctrl-C caused (in a pass, a compiled kernel)
+                raise _Interrupted() from None
             raise _Failure(str(exc), exc.exit_code) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
         except BrokenPipeError:  # the reader went away (`pardnn info x | head`): not an error
             _silence_stdout()
             raise click.exceptions.Exit(0) from None
         except MemoryError:
             raise _Failure(str(_out_of_memory()), EXIT_MEMORY) from None
         except Exception as exc:  # a bug: say so in one line unless --debug
+            if interrupted(exc):    # Ctrl-C inside a compiled kernel (numba reports it as a SystemError)
+                raise _Interrupted() from None
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             raise _Failure(f"internal error: {type(exc).__name__}: {exc} "
@@ -180,6 +200,7 @@ def _verbosity(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     """The ``pardnn`` program: quiets native logging for this process and its children, then runs the CLI."""
     args = list(sys.argv[1:] if argv is None else argv)
+    watch_interrupts()
     _quiet_native_logs(_verbosity(args))
     cli.main(args=args, prog_name="pardnn")
 

@@ -38,6 +38,7 @@ the same plan on any machine.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
@@ -119,6 +120,8 @@ THREADS_UP_TO = 1.5e5
 each start gets a few dozen simulations (tens of MB of schedules each, held by every thread at once): at 200k
 ops and K=16 under tight memory, two threads took the command's peak RSS from 945 to 1,002 MB for no gain."""
 LADDER = ("chain", "chain, every target", "paths", "units")
+_NEVER = threading.Event()
+"""A stop signal that is never set (searches run without one)."""
 """The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
 
@@ -466,15 +469,23 @@ class Refine:
         memos = ([new_memo() if self.remember else None for _ in starts] if workers > 1
                  else [new_memo() if self.remember else None] * len(starts))
 
+        stop = threading.Event()    # set when the caller is interrupted: the other searches end at once
+
         def search(i: int) -> dict:
             return self._search(g, cluster, cm, mover, starts[i], share, bounded, first if i == 0 else None,
-                                memos[i], rejected)
+                                memos[i], rejected, stop)
 
         if workers > 1:
             if bounded:     # the repairs' arrays, built once here rather than by two threads at once
                 mover.prepare(g, cm)
-            with ThreadPoolExecutor(max_workers=workers) as pool:
+            pool = ThreadPoolExecutor(max_workers=workers)
+            try:
                 results = list(pool.map(search, range(len(starts))))
+            except BaseException:       # Ctrl-C: searches not begun never run, running ones stop at their next move
+                stop.set()
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         else:
             results = [search(i) for i in range(len(starts))]
         for i, r in enumerate(results):
@@ -501,14 +512,16 @@ class Refine:
                              alternatives=()).with_stats(self.name, **stats)
 
     def _search(self, g, cluster, cm, mover, start, budget, bounded, start_schedule=None, memo=None,
-                rejected=None) -> dict:
+                rejected=None, stop=None) -> dict:
         """Iterated local search from ``start`` with ``budget`` evaluations.
 
         Descend with the move ladder until no neighbourhood helps; while budget remains, perturb the
         best plan (a few units near its critical chain sent to other devices, from a fixed seed) and
         descend again, keeping the best plan seen. ``start_schedule``, when given, is ``start``'s
-        schedule as this search would simulate it; it still counts as one evaluation.
+        schedule as this search would simulate it; it still counts as one evaluation. ``stop`` (an Event):
+        once set, the search returns what it has at its next move (its caller was interrupted).
         """
+        stop = stop or _NEVER
         ev = Evaluator(g, cluster, memo=memo)
         if start_schedule is None:
             s = ev.schedule(start, memory=bounded and self.respect_memory is not False)
@@ -524,9 +537,9 @@ class Refine:
         rng = np.random.default_rng(KICK_SEED)
         cur, cur_s = best, best_s
         stale = 0
-        while ev.evaluations < budget:
+        while ev.evaluations < budget and not stop.is_set():
             cur, cur_s, cur_ms = self._descend(g, cluster, cm, mover, ev, cur, cur_s, budget, check_memory, kinds,
-                                               totals, rejected)
+                                               totals, rejected, stop)
             # a kicked plan may break a memory limit: only a plan that fits can become the best
             if cur_ms < best_ms - 1e-9 and (not check_memory or cur_s.feasible):
                 best, best_s, best_ms = cur, cur_s, cur_ms
@@ -580,7 +593,8 @@ class Refine:
         fixed = apply_moves(units, trial, moves)
         return fixed, ev.schedule(fixed, memory=True)
 
-    def _descend(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals, rejected=None):
+    def _descend(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals, rejected=None,
+                 stop=None):
         """First-improvement descent through the move ladder until no neighbourhood helps.
 
         ``rejected`` (a dict shared by the searches of one pass) remembers each (plan, trial) pair that was
@@ -589,11 +603,13 @@ class Refine:
         as without it. The key includes ``check_memory``: with ``respect_memory="auto"`` one start may be
         searched with memory checks and another without, and a rejection for memory is no rejection
         without them."""
+        stop = stop or _NEVER
         cur_ms = float(s.makespan_us)
         here = None      # digest of ``cur``, when needed
         stage = 0
         K = cluster.num_devices
-        while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < len(LADDER):
+        while ev.evaluations < budget and totals["accepted"] < self.max_rounds and stage < len(LADDER) \
+                and not stop.is_set():
             totals["rounds"] += 1
             if stage == 0:
                 moves = propose(g, cluster, cm, s, s.critical_chain(), mover, top_links=self.top_links)
@@ -609,7 +625,7 @@ class Refine:
             patience = self.patience if stage == 0 else None
             pos, base, batch, chunk = 0, 0, None, MOVE_CHUNK
             while pos < len(moves):
-                if ev.evaluations >= budget or (patience is not None and misses >= patience):
+                if ev.evaluations >= budget or (patience is not None and misses >= patience) or stop.is_set():
                     break
                 if batch is None or pos >= base + batch[2].size:     # the next moves, as the kernel takes them
                     base, batch = pos, mover.expand(moves[pos:pos + chunk])

@@ -46,8 +46,11 @@ def _map(fn, items: list, workers: int) -> list:
     """``[fn(x) for x in items]``, on ``workers`` threads at once when more than one."""
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         return list(pool.map(fn, items))
+    finally:        # on Ctrl-C, the jobs not begun never run
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)

@@ -288,3 +288,71 @@ def test_a_bad_transfer_cpu_in_a_cluster_file_is_one_line_naming_file_and_field(
     r = pardnn("partition", "g.json", "--cluster", "c.json", "-o", "out/p.json", cwd=tmp_path)
     assert_one_line_error(r, EXIT_INPUT, "c.json", "transfer_cpu_us")
     assert r.stdout == "" and snapshot(tmp_path) == before
+
+
+def test_ctrl_c_stops_a_partition_at_once_with_one_line_and_no_output(tmp_path):
+    """SIGINT while refinement's starts are searched on threads: exit 130, one line on stderr, nothing
+    written, and the process ends without finishing the searches (their budget here is minutes of work)."""
+    import signal
+    import time
+
+    out = tmp_path / "p.json"
+    proc = subprocess.Popen([sys.executable, "-c", "from pardnn.cli import main; main()", "-v", "partition",
+                             str(SAMPLES / "tf_transformer_4l.json.gz"), "-k", "4", "--refine-evals", "400000",
+                             "-o", str(out)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    seen = []
+    for line in proc.stderr:        # the log names each pass as it ends: after 'seed', refinement runs
+        seen.append(line)
+        if "pass seed" in line:
+            break
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    took = time.perf_counter() - t0
+    assert any("pass seed" in x for x in seen), "".join(seen)
+    assert proc.returncode == 130, (proc.returncode, rest)
+    lines = rest.strip().splitlines()
+    assert lines[-1] == "pardnn: interrupted" and "Traceback" not in rest, rest
+    assert all(x.startswith("pardnn: ") and "error" not in x for x in lines), rest    # the rest: -v's log
+    assert any("stopped after" in x for x in lines), rest
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    assert took < 10, took
+
+
+def test_an_interrupt_inside_a_compiled_kernel_is_an_interrupt_not_a_failed_pass():
+    """numba's dispatcher turns a Ctrl-C that lands while a kernel runs into ``SystemError: ... returned a
+    result with an exception set``, the KeyboardInterrupt at the end of its causes: the pipeline raises it
+    as the interrupt it is (the command line then says 'interrupted', exit 130), not as a failed pass."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from pardnn.cluster import Cluster
+    from pardnn.errors import interrupted
+    from pardnn.pipeline import Pipeline, PlanState
+
+    from ..helpers import tiny
+
+    def kernel_interrupted():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise SystemError("CPUDispatcher(<function simulate_kernel>) returned a result with an exception "
+                              "set") from ki
+
+    @dataclass(frozen=True)
+    class Interrupted:
+        name: ClassVar[str] = "interrupted"
+        requires: ClassVar[tuple[str, ...]] = ()
+
+        def __call__(self, g, cluster, state):
+            kernel_interrupted()
+
+    with pytest.raises(SystemError) as info:
+        kernel_interrupted()
+    assert interrupted(info.value) and not interrupted(SystemError("x")) and not interrupted(ValueError("y"))
+    g = tiny([("a", 1), ("b", 1)], [("a", "b")])
+    with pytest.raises(KeyboardInterrupt):
+        Pipeline((Interrupted(),)).run(g, Cluster.homogeneous(2), PlanState())

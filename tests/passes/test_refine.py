@@ -316,6 +316,47 @@ def test_the_plan_is_the_same_on_any_number_of_threads_on_a_sample_at_the_defaul
     assert runs[0].stats["refine"]["starts"] > 1
 
 
+def test_an_interrupt_ends_every_search_of_the_threads_at_once(monkeypatch):
+    """Ctrl-C reaches the thread that waits for the searches (here: one search raises it). The other running
+    search stops at its next move instead of spending its share (seconds here), and so does any a freed
+    thread takes up before the rest are cancelled."""
+    import threading
+    import time
+    from pathlib import Path
+
+    from pardnn.ir import load_graph
+    from pardnn.pipeline import parse_pipeline
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "tf_transformer_4l.json.gz")
+    cl = Cluster.homogeneous(4)
+    state, _ = parse_pipeline("slice,map,seed").run(g, cl, PlanState())
+    starts = [state.assignment] + [np.roll(state.assignment, i) % 4 for i in (1, 2, 3)]
+    state = state.replace(alternatives=tuple(starts[1:]))
+    real = Refine._search
+    ran, lock = [], threading.Lock()
+
+    def search(self, *args, **kwargs):
+        with lock:
+            i = len(ran)
+            ran.append(None)
+        if i == 0:
+            time.sleep(0.3)
+            raise KeyboardInterrupt
+        ran[i] = real(self, *args, **kwargs)
+        return ran[i]
+
+    monkeypatch.setattr(Refine, "_search", search)
+    budget = 400_000        # a share of 50,000 simulations per start: seconds of work
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        Refine(max_evals=budget, threads=2, stale_kicks=10**9)(g, cl, state)     # kicks until the budget ends
+    took = time.perf_counter() - t0
+    # the other searches (one running, perhaps one a freed thread took up) stopped well within their share
+    done = [r["evaluations"] for r in ran[1:] if r is not None]
+    assert 1 <= len(done) <= 3 and max(done) < budget // 80, done
+    assert took < 5, took
+
+
 def test_remembering_keeps_apart_searches_that_check_memory_and_searches_that_do_not():
     """A review's case: two starts, one that fits and one that does not, under ``respect_memory="auto"``; the
     first search rejects moves for memory, the second must not take those rejections for its own."""
@@ -400,7 +441,8 @@ def test_the_compiled_move_loop_tries_moves_exactly_as_one_at_a_time():
     assert found >= 5 and limited >= 5      # both ends of the loop were reached
 
 
-def _one_move_at_a_time(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals, rejected=None):
+def _one_move_at_a_time(self, g, cluster, cm, mover, ev, cur, s, budget, check_memory, kinds, totals, rejected=None,
+                        stop=None):
     """`Refine._descend` as it was before its quick simulations moved into one compiled call (commit 85ad177):
     each move applied in Python and simulated with `Evaluator.quick_makespan`. The oracle of the test below."""
     from pardnn.machine.evaluator import digest
