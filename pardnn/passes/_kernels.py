@@ -175,7 +175,7 @@ def _find(parent, x):
     return x
 
 
-@njit
+@njit(nogil=True)
 def map_clusters(cluster, num_primary, num_clusters, level, w, esrc, edst, ec, prim_dev, K, comm_weight,
                  merge_factor):
     """ParDNN's mapping: merge secondary clusters with no parallelism gain, then give each remaining
@@ -322,7 +322,7 @@ def straddling(unit, num_units, cluster_of):
     return out
 
 
-@njit
+@njit(nogil=True)
 def resolve_units(dev, unit, num_units, w, esrc, edst, ec, pins, K):
     """Put every unit (colocation group) on one device: its pin if it has one, else the device
     holding the most of its members' work plus the communication flowing into them.

@@ -32,10 +32,11 @@ import numpy as np
 
 from ..analysis import topological_levels
 from ..cluster import Cluster
-from ..machine import CostModel, Evaluator, device_order
+from ..machine import CostModel, device_order, simulate
 from ..ir import OpGraph
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units, straddling
+from ._threads import map_in_order, workers_for
 
 
 def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
@@ -102,31 +103,41 @@ class Map:
     """Also map onto the fastest 1..K-1 devices and keep the fastest plan."""
     alternatives: int = 3
     """Hand this many runner-up plans to refinement as extra starting points."""
+    threads: int | None = None
+    """Simulate the candidate plans on this many threads at once; None: as many as there are plans, at most
+    the CPUs this process may use; 1 or less: one after the other. The plan is the same either way."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.paths is None:
             raise ValueError("map needs slicing paths: run the slice pass first")
         cm = CostModel.build(g, cluster)
-        ev = Evaluator(g, cluster)
         P = max(1, state.paths.num_primary)
         ks = range(1, P + 1) if self.try_fewer_devices else [P]
         bounded = bool(np.isfinite(cluster.capacity).any())
+        # the plans, then their simulations, on threads at once (the kernels release Python's lock; each is a
+        # pure function of its inputs, so the figures are the same on any number of threads)
+        cases = [(k, split_groups) for split_groups in ((False, True) if g.group_names else (False,)) for k in ks]
+        threads = workers_for(len(cases), self.threads)
+        topological_levels(g)       # cached on the graph: computed here once, not by two threads at once
+        plans = [(k, split_groups, dev) for (k, split_groups), dev in zip(cases, map_in_order(
+            lambda c: map_onto(g, cluster, state, c[0], comm_weight=self.comm_weight, merge_factor=self.merge_factor,
+                               cm=cm, split_groups=c[1]), cases, threads))]
+        # a plan met before (often k = 1 with and without split groups) is not simulated again
+        first = [next(j for j in range(i + 1) if np.array_equal(plans[j][2], plans[i][2])) for i in range(len(plans))]
+        runs = [i for i in range(len(plans)) if first[i] == i]
+
+        def score(i: int) -> tuple[tuple, float]:
+            """With memory limits, least overflow first, then the shortest step (the schedule is not kept:
+            at 200k ops and K=16, sixteen of them would be half a gigabyte)."""
+            s = simulate(g, cluster, plans[i][2], memory=bounded)
+            return (s.shortfall_key() if bounded else (0.0, float(s.makespan_us))), float(s.makespan_us)
+
+        scores = dict(zip(runs, map_in_order(score, runs, workers_for(len(runs), self.threads))))
         results = []
         tried = {}
-        for split_groups in ((False, True) if g.group_names else (False,)):
-            for k in ks:
-                dev = map_onto(g, cluster, state, k, comm_weight=self.comm_weight, merge_factor=self.merge_factor,
-                               cm=cm, split_groups=split_groups)
-                # a plan met before (often k = 1 with and without split groups) is not simulated again
-                same = next((r for r in results if np.array_equal(r[3], dev)), None)
-                if same is not None:
-                    key, tried[(k, split_groups)] = same[0], tried[(same[1], same[2])]
-                else:
-                    s = ev.schedule(dev, memory=bounded)
-                    # with memory limits: least overflow first, then the shortest step
-                    key = s.shortfall_key() if bounded else (0.0, float(s.makespan_us))
-                    tried[(k, split_groups)] = float(s.makespan_us)
-                results.append((key, k, split_groups, dev))
+        for i, (k, split_groups, dev) in enumerate(plans):
+            key, tried[(k, split_groups)] = scores[first[i]]
+            results.append((key, k, split_groups, dev))
         results.sort(key=lambda r: (r[0], r[1], r[2]))
         key, k, split_groups, dev = results[0]
         alts = []

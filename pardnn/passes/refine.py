@@ -37,7 +37,6 @@ the same plan on any machine.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from ..ir import OpGraph
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
+from ._threads import usable_cpus
 from .memory import _Units, apply_moves, knapsack_moves
 
 
@@ -143,14 +143,6 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform says, else the machine's)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,7 +23,6 @@ gives the same plan.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -36,21 +35,10 @@ from ..pipeline import PlanState
 from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
-from .refine import usable_cpus
+from ._threads import map_in_order, workers_for
 
 STARTS = (*_listsched.MODES, "metis", "sct")
 """The starting plans the seed pass knows."""
-
-
-def _map(fn, items: list, workers: int) -> list:
-    """``[fn(x) for x in items]``, on ``workers`` threads at once when more than one."""
-    if workers <= 1 or len(items) <= 1:
-        return [fn(x) for x in items]
-    pool = ThreadPoolExecutor(max_workers=workers)
-    try:
-        return list(pool.map(fn, items))
-    finally:        # on Ctrl-C, the jobs not begun never run
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -85,11 +73,6 @@ class Seed:
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
     jobs, at most the CPUs this process may use; 1 or less: one after the other. The plans are the same
     either way."""
-
-    def _workers(self, jobs: int) -> int:
-        if self.threads is not None:
-            return max(1, min(jobs, int(self.threads)))
-        return max(1, min(jobs, usable_cpus()))
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
@@ -154,9 +137,9 @@ class Seed:
                                                   level=level)[0]}
             return out, time.perf_counter() - t0
 
-        workers = self._workers(len(jobs))
+        workers = workers_for(len(jobs), self.threads)
         order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
-        done = dict(zip(order, _map(run, [jobs[k] for k in order], workers)))
+        done = dict(zip(order, map_in_order(run, [jobs[k] for k in order], workers)))
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
         for key, members in jobs.items():
             plans, secs = done[key]
@@ -166,8 +149,8 @@ class Seed:
         for i, (label, dev, secs) in enumerate(cands):
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
         runs = [i for i, same in distinct if same is None]
-        scheds = dict(zip(runs, _map(lambda i: simulate(g, cluster, cands[i][1], memory=bounded),
-                                     runs, self._workers(len(runs)))))
+        scheds = dict(zip(runs, map_in_order(lambda i: simulate(g, cluster, cands[i][1], memory=bounded),
+                                     runs, workers_for(len(runs), self.threads))))
         scored = []
         figures = {}
         for i, same in distinct:

@@ -70,6 +70,24 @@ def test_map_keeps_groups_whole_and_honours_pins():
     assert dev["p"] == 1
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([None, 0.4, 1.0]))
+def test_map_is_the_same_on_any_number_of_threads(case, scale):
+    """The candidate plans (every k up to K, groups kept and split) and their simulations run on threads at
+    once: the plan, the alternatives and every figure are those of one thread."""
+    from pardnn.machine import single_device_peak
+
+    g, c = case
+    if scale is not None:
+        c = c.with_memory(max(1, int(scale * single_device_peak(g))))
+    sliced = Slice()(g, c, PlanState())
+    one, many = (Map(threads=t)(g, c, sliced) for t in (1, 3))
+    assert np.array_equal(one.assignment, many.assignment) and one.makespan_us == many.makespan_us
+    assert len(one.alternatives) == len(many.alternatives)
+    assert all(np.array_equal(a, b) for a, b in zip(one.alternatives, many.alternatives))
+    assert one.stats["map"] == many.stats["map"]
+
+
 # ---------------------------------------------------------------------------
 # Refinement
 # ---------------------------------------------------------------------------
