@@ -33,10 +33,11 @@ import numpy as np
 from ..analysis import topological_levels
 from ..cluster import Cluster
 from ..machine import CostModel, device_order, simulate
+from ..machine.kernel import run_kernel
 from ..ir import OpGraph
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units, straddling
-from ._threads import map_in_order, workers_for
+from ._threads import THREADS_FROM, map_in_order, workers_for
 
 
 def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
@@ -117,7 +118,7 @@ class Map:
         # the plans, then their simulations, on threads at once (the kernels release Python's lock; each is a
         # pure function of its inputs, so the figures are the same on any number of threads)
         cases = [(k, split_groups) for split_groups in ((False, True) if g.group_names else (False,)) for k in ks]
-        threads = workers_for(len(cases), self.threads)
+        threads = workers_for(len(cases), self.threads, g, smallest=THREADS_FROM)
         topological_levels(g)       # cached on the graph: computed here once, not by two threads at once
         plans = [(k, split_groups, dev) for (k, split_groups), dev in zip(cases, map_in_order(
             lambda c: map_onto(g, cluster, state, c[0], comm_weight=self.comm_weight, merge_factor=self.merge_factor,
@@ -129,10 +130,14 @@ class Map:
         def score(i: int) -> tuple[tuple, float]:
             """With memory limits, least overflow first, then the shortest step (the schedule is not kept:
             at 200k ops and K=16, sixteen of them would be half a gigabyte)."""
-            s = simulate(g, cluster, plans[i][2], memory=bounded)
-            return (s.shortfall_key() if bounded else (0.0, float(s.makespan_us))), float(s.makespan_us)
+            if not bounded:     # the makespan alone, straight from the kernel
+                ms = float(run_kernel(g, cluster, plans[i][2], False).makespan_us)
+                return (0.0, ms), ms
+            s = simulate(g, cluster, plans[i][2], memory=True)
+            return s.shortfall_key(), float(s.makespan_us)
 
-        scores = dict(zip(runs, map_in_order(score, runs, workers_for(len(runs), self.threads))))
+        threads = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
+        scores = dict(zip(runs, map_in_order(score, runs, threads)))
         results = []
         tried = {}
         for i, (k, split_groups, dev) in enumerate(plans):

@@ -49,7 +49,7 @@ from ..ir import OpGraph
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
-from ._threads import usable_cpus
+from ._threads import workers_for
 from .memory import _Units, apply_moves, knapsack_moves
 
 
@@ -115,10 +115,6 @@ KICK_SEED = 12345
 MOVE_CHUNK = 64
 """Moves handed to the kernel at once at first (`Evaluator.first_shorter`); each further batch of one
 neighbourhood is twice the last, so a descent that accepts early expands few moves it never tries."""
-THREADS_UP_TO = 1.5e5
-"""By default the starts are searched on threads at once on graphs up to this many nodes plus edges. Above it
-each start gets a few dozen simulations (tens of MB of schedules each, held by every thread at once): at 200k
-ops and K=16 under tight memory, two threads took the command's peak RSS from 945 to 1,002 MB for no gain."""
 LADDER = ("chain", "chain, every target", "paths", "units")
 _NEVER = threading.Event()
 """A stop signal that is never set (searches run without one)."""
@@ -407,7 +403,7 @@ class Refine:
     threads: int | None = None
     """Search the starts' shares of the budget (successive halving's first half) on this many threads at
     once; None: as many as there are starts, at most the CPUs this process may use, on graphs up to
-    `THREADS_UP_TO` nodes plus edges (one thread above); 1 or less: one after the other. Each search is
+    `_threads.THREADS_UP_TO` nodes plus edges (one thread above); 1 or less: one after the other. Each search is
     independent, so the plan is the same on any number of threads."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
@@ -451,10 +447,7 @@ class Refine:
         rejected = {} if self.remember else None
         # successive halving: half the budget shared by every start, the rest for the best of them
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
-        if self.threads is not None:
-            workers = min(len(starts), max(1, int(self.threads)))
-        else:
-            workers = min(len(starts), usable_cpus()) if g.num_nodes + g.num_edges <= THREADS_UP_TO else 1
+        workers = workers_for(len(starts), self.threads, g)
         # on threads, one memo per search (the compiled move loop writes to it without the GIL; one shared
         # memo corrupted the process); one after the other, one memo for all. ``rejected`` is a plain dict
         # that only Python code touches, and a hit costs what judging again would

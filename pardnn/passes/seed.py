@@ -35,7 +35,7 @@ from ..pipeline import PlanState
 from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
-from ._threads import map_in_order, workers_for
+from ._threads import THREADS_FROM, map_in_order, workers_for
 
 STARTS = (*_listsched.MODES, "metis", "sct")
 """The starting plans the seed pass knows."""
@@ -137,7 +137,7 @@ class Seed:
                                                   level=level)[0]}
             return out, time.perf_counter() - t0
 
-        workers = workers_for(len(jobs), self.threads)
+        workers = workers_for(len(jobs), self.threads, g, smallest=THREADS_FROM)
         order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
         done = dict(zip(order, map_in_order(run, [jobs[k] for k in order], workers)))
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
@@ -149,8 +149,9 @@ class Seed:
         for i, (label, dev, secs) in enumerate(cands):
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
         runs = [i for i, same in distinct if same is None]
+        workers = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
         scheds = dict(zip(runs, map_in_order(lambda i: simulate(g, cluster, cands[i][1], memory=bounded),
-                                     runs, workers_for(len(runs), self.threads))))
+                                             runs, workers)))
         scored = []
         figures = {}
         for i, same in distinct:

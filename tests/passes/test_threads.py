@@ -1,0 +1,42 @@
+"""`pardnn.passes._threads`: how many threads a pass's pieces get, and that the results keep their order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from pardnn.passes._threads import THREADS_FROM, THREADS_UP_TO, map_in_order, usable_cpus, workers_for
+
+
+def graph(size: float):
+    return SimpleNamespace(num_nodes=int(size) // 2, num_edges=int(size) - int(size) // 2)
+
+
+def test_threads_by_graph_size_and_by_request():
+    cpus = usable_cpus()
+    assert workers_for(5, None) == min(5, cpus)
+    assert workers_for(5, None, graph(THREADS_UP_TO + 1)) == 1                  # large graphs: one thread
+    assert workers_for(5, None, graph(THREADS_FROM - 1), smallest=THREADS_FROM) == 1    # small pieces: one
+    assert workers_for(5, None, graph(THREADS_FROM), smallest=THREADS_FROM) == min(5, cpus)
+    assert workers_for(5, 3, graph(10)) == 3 and workers_for(2, 3) == 2        # asked for: as asked, per piece
+    assert workers_for(5, 0) == 1 == workers_for(0, None)
+
+
+def test_map_in_order_keeps_the_order_and_cancels_what_has_not_begun():
+    assert map_in_order(lambda x: x * x, list(range(20)), 3) == [x * x for x in range(20)]
+    began, lock = [], threading.Lock()
+
+    def piece(x):
+        with lock:
+            began.append(x)
+        if x == 0:
+            raise KeyboardInterrupt
+        time.sleep(0.2)
+        return x
+
+    with pytest.raises(KeyboardInterrupt):
+        map_in_order(piece, list(range(50)), 2)
+    assert 1 <= len(began) <= 4, began      # the rest were cancelled, not run
