@@ -22,7 +22,10 @@ Exit codes (also listed in ``pardnn --help``):
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from typing import Iterator
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -39,19 +42,39 @@ EXIT_INTERRUPTED = 130
 _SIGINT_SEEN: list[bool] = []
 
 
-def watch_interrupts() -> None:
-    """Make SIGINT (Ctrl-C) raise KeyboardInterrupt, as Python's own handler does, and remember that it came,
-    for `interrupted`. The ``pardnn`` program installs it; a library caller keeps its own handler."""
+@contextlib.contextmanager
+def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
+    """While the block runs, SIGINT (Ctrl-C) raises KeyboardInterrupt, as Python's own handler does, and is
+    remembered for `interrupted`; a second one while the first is handled is ignored (the command is already
+    ending: it would only print a traceback from its exit handlers). After the block the previous handler is
+    back and nothing is remembered, unless ``for_good`` (the ``pardnn`` program, which exits next, keeps
+    ignoring a second Ctrl-C once one came). Outside the main thread, where no handler can be set, nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def handler(signum, frame):
+        if _SIGINT_SEEN:
+            return
         _SIGINT_SEEN.append(True)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, handler)
+    _SIGINT_SEEN.clear()
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        if for_good and _SIGINT_SEEN:       # the program ends now: a second Ctrl-C changes nothing
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGINT, previous)
+            _SIGINT_SEEN.clear()
 
 
 def interrupted(exc: BaseException) -> bool:
-    """Whether ``exc`` is, or was caused by, a KeyboardInterrupt, or SIGINT came (once `watch_interrupts` is
-    installed). A Ctrl-C that lands while a compiled kernel runs reaches Python as ``SystemError:
+    """Whether ``exc`` is, or was caused by, a KeyboardInterrupt, or SIGINT came (within
+    `watching_interrupts`). A Ctrl-C that lands while a compiled kernel runs reaches Python as ``SystemError:
     CPUDispatcher(...) returned a result with an exception set`` (numba's dispatcher), with the
     KeyboardInterrupt at the end of its chain of causes; one that lands while numba unboxes an argument, as
     ``TypeError: can't unbox ...``, with no trace of it at all."""

@@ -25,7 +25,7 @@ import click
 from .. import __version__
 from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MEMORY,
                       EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError, interrupted,
-                      watch_interrupts)
+                      watching_interrupts)
 from ..progress import Progress, stages_at_memory_error
 
 EXIT_CODES_HELP = f"""\b
@@ -200,9 +200,9 @@ def _verbosity(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> None:
     """The ``pardnn`` program: quiets native logging for this process and its children, then runs the CLI."""
     args = list(sys.argv[1:] if argv is None else argv)
-    watch_interrupts()
-    _quiet_native_logs(_verbosity(args))
-    cli.main(args=args, prog_name="pardnn")
+    with watching_interrupts(for_good=argv is None):    # run as the program (no argv): it exits next
+        _quiet_native_logs(_verbosity(args))
+        cli.main(args=args, prog_name="pardnn")
 
 
 # The commands, each defined in its own module without reference to the group, join it here.

@@ -33,7 +33,6 @@ import numpy as np
 from ..analysis import topological_levels
 from ..cluster import Cluster
 from ..machine import CostModel, device_order, simulate
-from ..machine.kernel import run_kernel
 from ..ir import OpGraph
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units, straddling
@@ -130,11 +129,8 @@ class Map:
         def score(i: int) -> tuple[tuple, float]:
             """With memory limits, least overflow first, then the shortest step (the schedule is not kept:
             at 200k ops and K=16, sixteen of them would be half a gigabyte)."""
-            if not bounded:     # the makespan alone, straight from the kernel
-                ms = float(run_kernel(g, cluster, plans[i][2], False).makespan_us)
-                return (0.0, ms), ms
-            s = simulate(g, cluster, plans[i][2], memory=True)
-            return s.shortfall_key(), float(s.makespan_us)
+            s = simulate(g, cluster, plans[i][2], memory=bounded)
+            return (s.shortfall_key() if bounded else (0.0, float(s.makespan_us))), float(s.makespan_us)
 
         threads = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
         scores = dict(zip(runs, map_in_order(score, runs, threads)))

@@ -116,9 +116,9 @@ MOVE_CHUNK = 64
 """Moves handed to the kernel at once at first (`Evaluator.first_shorter`); each further batch of one
 neighbourhood is twice the last, so a descent that accepts early expands few moves it never tries."""
 LADDER = ("chain", "chain, every target", "paths", "units")
+"""The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 _NEVER = threading.Event()
 """A stop signal that is never set (searches run without one)."""
-"""The descent's neighbourhoods, cheapest first; a gain returns to the first."""
 
 
 def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: float = BUDGET_WORK,

@@ -356,3 +356,43 @@ def test_an_interrupt_inside_a_compiled_kernel_is_an_interrupt_not_a_failed_pass
     g = tiny([("a", 1), ("b", 1)], [("a", "b")])
     with pytest.raises(KeyboardInterrupt):
         Pipeline((Interrupted(),)).run(g, Cluster.homogeneous(2), PlanState())
+
+
+def test_ctrl_c_is_remembered_only_while_a_command_runs_and_only_in_the_main_thread():
+    """`watching_interrupts` (the ``pardnn`` program's): inside, SIGINT raises KeyboardInterrupt, a second one
+    is ignored, and any failure counts as the interrupt; after it, the previous handler is back and a later
+    failure is that failure again (a review found a second command in the same process exiting 130 on a
+    missing file). `pardnn.cli.main` also runs outside the main thread, where no handler can be set."""
+    import signal
+    import threading
+
+    from pardnn.cli import main
+    from pardnn.errors import interrupted, watching_interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with watching_interrupts():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):       # the handler runs at the next bytecode boundary
+                    pass
+            except KeyboardInterrupt:
+                os.kill(os.getpid(), signal.SIGINT)     # a second Ctrl-C: ignored
+                for _ in range(1000):
+                    pass
+                assert interrupted(ValueError("any failure now"))
+                raise
+    assert signal.getsignal(signal.SIGINT) is before
+    assert not interrupted(ValueError("a later failure")) and interrupted(KeyboardInterrupt())
+    codes = []
+
+    def run():
+        try:
+            main(["--version"])
+        except SystemExit as e:
+            codes.append(e.code)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert codes == [0]

@@ -88,6 +88,44 @@ def test_map_is_the_same_on_any_number_of_threads(case, scale):
     assert one.stats["map"] == many.stats["map"]
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([0.3, 0.5, 1.0]))
+def test_under_memory_limits_map_keeps_the_candidate_that_overflows_least(case, scale):
+    """Every k up to K (groups kept and split), simulated with memory: the plan kept is the least
+    overflowing, then the shortest, then the smaller k (groups kept first)."""
+    from pardnn.machine import single_device_peak
+
+    g, c = case
+    c = c.with_memory(max(1, int(scale * single_device_peak(g))))
+    sliced = Slice()(g, c, PlanState())
+    out = Map()(g, c, sliced)
+    P = max(1, sliced.paths.num_primary)
+    best = min((simulate(g, c, map_onto(g, c, sliced, k, comm_weight=1.0, merge_factor=1.0, split_groups=sg),
+                         memory=True).shortfall_key(), k, sg)
+               for sg in ((False, True) if g.group_names else (False,)) for k in range(1, P + 1))
+    assert simulate(g, c, out.assignment, memory=True).shortfall_key() == best[0]
+    assert (out.stats["map"]["k_chosen"], out.stats["map"]["groups_split"]) == best[1:]
+
+
+def test_a_pin_outside_the_cluster_is_an_error_naming_the_node_not_a_crash():
+    """A library caller that skips the API's checks: the map pass simulates its candidates through the
+    checked path, so a pin beyond the last device is a PlacementError naming the node (an unchecked kernel
+    call read and wrote out of bounds)."""
+    from pardnn.errors import PlacementError
+
+    b = GraphBuilder("pins")
+    for i in range(6):
+        b.add_node(f"n{i}", time_us=5, pinned=5 if i == 3 else None)
+    for i in range(5):
+        b.add_edge(f"n{i}", f"n{i + 1}")
+    g = b.build()
+    c = Cluster.homogeneous(2)
+    sliced = Slice()(g, c, PlanState())
+    for _ in range(50):
+        with pytest.raises(PlacementError, match="n3"):
+            Map(threads=1)(g, c, sliced)
+
+
 # ---------------------------------------------------------------------------
 # Refinement
 # ---------------------------------------------------------------------------

@@ -548,3 +548,34 @@ def test_the_descent_is_the_one_move_at_a_time_descent_over_a_fixed_sweep(monkey
         compared += 1
         accepted += old.stats["refine"].get("accepted", 0) > 0
     assert compared >= 100 and accepted >= 50
+
+
+def test_a_stop_ends_the_search_within_its_current_neighbourhood(monkeypatch):
+    """Set while the move loop walks a neighbourhood batch by batch, the stop signal ends the search before
+    the next batch of moves is simulated (not only at the next neighbourhood or kick)."""
+    import threading
+    from pathlib import Path
+
+    import pardnn.passes.refine as refine_mod
+    from pardnn.ir import load_graph
+    from pardnn.machine import CostModel, Evaluator
+    from pardnn.pipeline import parse_pipeline
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "tf_transformer_4l.json.gz")
+    cl = Cluster.homogeneous(4)
+    state, _ = parse_pipeline("slice,map").run(g, cl, PlanState())
+    stop, calls = threading.Event(), []
+    real = Evaluator.first_shorter
+
+    def first_shorter(self, *args, **kwargs):
+        calls.append(None)
+        out = real(self, *args, **kwargs)
+        stop.set()
+        return out
+
+    monkeypatch.setattr(Evaluator, "first_shorter", first_shorter)
+    monkeypatch.setattr(refine_mod, "MOVE_CHUNK", 2)     # a neighbourhood of many small batches
+    r = Refine(patience=10**6)
+    out = r._search(g, cl, CostModel.build(g, cl), refine_mod._Mover(g, state.paths), state.assignment, 10**6,
+                    False, stop=stop)
+    assert len(calls) == 1 and out["evaluations"] <= 4, (len(calls), out["evaluations"])   # start, batch, judged

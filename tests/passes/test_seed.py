@@ -298,3 +298,27 @@ def test_a_balanced_cut_of_two_towers_is_a_start():
     # a tower (200 us), one 1-byte transfer (50 us latency + 0.001 us), the end op (1 us): against 401 us
     assert simulate(g, c, one).makespan_us == 401.0
     assert out.makespan_us == pytest.approx(200 + 50 + 0.001 + 1)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([0.3, 0.6, 3.0]))
+def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, scale):
+    """Under memory limits every scheduler runs plain and memory-aware: the start named ``heft`` is the plain
+    HEFT plan and ``m-heft`` the memory-aware one (likewise ETF and CPOP), and the starts' figures come in the
+    order the pass documents: the incoming plan, then ``schedulers`` in order, then their ``m-`` variants
+    (the order breaks ties between equal plans)."""
+    g, c = case
+    c = c.with_memory(int(scale * single_device_peak(g)) + 1)
+    seed = Seed()
+    start = legal_start(g, c, 0)
+    out = seed(g, c, PlanState(assignment=start))
+    figures, plans = out.stats["seed"]["starts"], dict(out.starts)
+
+    def plan(label):        # a start equal to an earlier one is filed as ``same_as`` it
+        return start if label == "incoming" else plans[label] if label in plans else plan(figures[label]["same_as"])
+
+    for mode in ("heft", "etf", "cpop"):
+        assert np.array_equal(plan(mode), _listsched.schedule(g, c, mode, memory=False)[0])
+        assert np.array_equal(plan(f"m-{mode}"), _listsched.schedule(g, c, mode, memory=True)[0])
+    labels = ["incoming"] + [label for label, _, _ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes)]
+    assert list(out.stats["seed"]["starts"]) == labels
