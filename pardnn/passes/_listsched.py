@@ -523,8 +523,6 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                                      usage[prefer[v]] + unit_pers[u] + out_total[v] + temp[v] <= cap[prefer[v]]):
                 fixed = prefer[v]
                 lo, hi = fixed, fixed + 1
-            elif prefer[v] >= 0:
-                bound = True
             room_any = True
             if use_mem and fixed < 0:
                 room_any = False

@@ -10,6 +10,7 @@ of threads.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
@@ -49,14 +50,19 @@ def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0
     return max(1, min(jobs, usable_cpus()))
 
 
-def map_in_order(fn: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+def map_in_order(fn: Callable[[T], R], items: Sequence[T], workers: int,
+                 stop: threading.Event | None = None) -> list[R]:
     """``[fn(x) for x in items]``, on ``workers`` threads at once when more than one. On an exception (Ctrl-C
-    included) the pieces not begun are cancelled; running ones finish (a caller that needs them to stop
-    sooner gives them a signal to watch, as refinement does)."""
+    included) the pieces not begun are cancelled and ``stop``, when given, is set: running pieces that watch
+    it end at once (refinement's searches do), the others finish."""
     if workers <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         return list(pool.map(fn, items))
+    except BaseException:
+        if stop is not None:
+            stop.set()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -104,8 +104,9 @@ class Map:
     alternatives: int = 3
     """Hand this many runner-up plans to refinement as extra starting points."""
     threads: int | None = None
-    """Simulate the candidate plans on this many threads at once; None: as many as there are plans, at most
-    the CPUs this process may use; 1 or less: one after the other. The plan is the same either way."""
+    """Compute and simulate the candidate plans on this many threads at once; None: as many as there are
+    plans, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO`
+    nodes plus edges (one thread outside); 1 or less: one after the other. The plan is the same either way."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.paths is None:

@@ -38,7 +38,6 @@ the same plan on any machine.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -49,7 +48,7 @@ from ..ir import OpGraph
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
-from ._threads import workers_for
+from ._threads import map_in_order, workers_for
 from .memory import _Units, apply_moves, knapsack_moves
 
 
@@ -460,19 +459,10 @@ class Refine:
             return self._search(g, cluster, cm, mover, starts[i], share, bounded, first if i == 0 else None,
                                 memos[i], rejected, stop)
 
-        if workers > 1:
-            if bounded:     # the repairs' arrays, built once here rather than by two threads at once
-                mover.prepare(g, cm)
-            pool = ThreadPoolExecutor(max_workers=workers)
-            try:
-                results = list(pool.map(search, range(len(starts))))
-            except BaseException:       # Ctrl-C: searches not begun never run, running ones stop at their next move
-                stop.set()
-                raise
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-        else:
-            results = [search(i) for i in range(len(starts))]
+        if workers > 1 and bounded:     # the repairs' arrays, built once here rather than by two threads at once
+            mover.prepare(g, cm)
+        # on Ctrl-C, searches not begun never run and running ones stop at their next move
+        results = map_in_order(search, range(len(starts)), workers, stop)
         for i, r in enumerate(results):
             r["memo"] = memos[i]
         used = sum(r["evaluations"] for r in results)

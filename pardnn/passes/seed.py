@@ -71,8 +71,8 @@ class Seed:
 
     threads: int | None = None
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
-    jobs, at most the CPUs this process may use; 1 or less: one after the other. The plans are the same
-    either way."""
+    jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO` nodes
+    plus edges (one thread outside); 1 or less: one after the other. The plans are the same either way."""
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
@@ -139,12 +139,11 @@ class Seed:
 
         workers = workers_for(len(jobs), self.threads, g, smallest=THREADS_FROM)
         order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
-        done = dict(zip(order, map_in_order(run, [jobs[k] for k in order], workers)))
+        made: dict[str, tuple[np.ndarray, float]] = {}     # each start's plan, and its job's seconds (first member)
+        for key, (plans, secs) in zip(order, map_in_order(run, [jobs[k] for k in order], workers)):
+            made.update((label, (plans[label], secs if i == 0 else 0.0)) for i, (label, _, _) in enumerate(jobs[key]))
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
-        for key, members in jobs.items():
-            plans, secs = done[key]
-            cands += [(label, plans[label], secs if i == 0 else 0.0) for i, (label, _, _) in enumerate(members)]
-        cands.sort(key=lambda c: -1 if c[0] == "incoming" else [s[0] for s in starts].index(c[0]))
+        cands += [(label, *made[label]) for label, _, _ in starts]      # in ``starts`` order (it breaks ties)
         distinct = []       # (index into cands, index of the earlier equal plan or None)
         for i, (label, dev, secs) in enumerate(cands):
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
