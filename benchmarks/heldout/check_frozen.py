@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 from make_heldout import SUMS, sha256_file, synthetic_sha256  # noqa: E402,F401
 
-SETS = ("heldout", "heldout2")     # benchmarks/<set>/, built by its make_<set>.py
+SETS = ("heldout", "heldout2", "heldout3")     # benchmarks/<set>/, built by its make_<set>.py
 
 
 def load_set(name: str = "heldout"):
