@@ -102,14 +102,14 @@ def physical_bound(g, k: int) -> float:
     return max(cp, float(w.sum()) / k, unit_work)
 
 
-def _score_with_effort(g, cluster, effort: str):
-    """`place_and_score` for pardnn at a given ``--effort`` (the same call, with options)."""
+def _score_with_options(g, cluster, effort: str | None, pipeline: str | None):
+    """`place_and_score` for pardnn at a given ``--effort`` or ``--pipeline`` (the same call, with options)."""
     from pardnn.api import partition
     from pardnn.partitioner import PardnnOptions
 
     t0 = time.perf_counter()
     plan, s = partition(g, cluster, require_feasible=False, search_capacity=False,
-                        options=PardnnOptions(effort=effort))
+                        options=PardnnOptions(effort=effort or "default", pipeline=pipeline))
     return (float(s.makespan_us), bool(s.feasible), float(np.max(s.peak_bytes / cluster.capacity)),
             time.perf_counter() - t0, "")
 
@@ -148,8 +148,8 @@ def run(args) -> list[dict]:
                     if (name, k, regime, m) in done:
                         continue
                     makespan, feasible, frac, seconds, err = (
-                        place_and_score(g, cluster, m) if not (args.effort and m == ours)
-                        else _score_with_effort(g, cluster, args.effort))
+                        place_and_score(g, cluster, m) if not ((args.effort or args.pipeline) and m == ours)
+                        else _score_with_options(g, cluster, args.effort, args.pipeline))
                     row = {"graph": name, "nodes": g.num_nodes, "edges": g.num_edges, "k": k, "regime": regime,
                            "capacity_bytes": cap, "method": m, "ours": m == ours, "makespan_us": makespan,
                            "feasible": bool(feasible), "peak_fraction": frac, "place_seconds": seconds,
@@ -228,6 +228,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true", help="with --rows: keep its rows and run only the rest")
     ap.add_argument("--table-only", action="store_true", help="with --rows: print the table of its rows, run nothing")
     ap.add_argument("--effort", choices=["fast", "default", "best"], help="pardnn's --effort (default: its default)")
+    ap.add_argument("--pipeline", help="pardnn's --pipeline (on sets v1 and v2 only: they are tuning data "
+                    "since set v3 was frozen; a v3 table is run with the defaults)")
     ap.add_argument("--baseline-rows", help="take the baselines' rows from this file (theirs do not change when "
                     "pardnn does); --rows then holds pardnn's")
     ap.add_argument("--set", default="heldout", choices=SETS, help="which held-out set (default: v1, heldout)")

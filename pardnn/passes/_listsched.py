@@ -407,8 +407,9 @@ def _sort_inputs(v, in_ptr, in_port, port_owner, finish, perm, key):
 
 @leaf
 def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src, port_owner,
-                link_free, tr_arr, lf):
-    """When every input of ``v`` would be on device ``d`` if ``v`` went there now (tentative transfers included)."""
+                link_free, tr_arr, lf, contend):
+    """When every input of ``v`` would be on device ``d`` if ``v`` went there now (tentative transfers included;
+    without ``contend``, each transfer has its link to itself)."""
     for s in range(K):
         lf[s] = link_free[s * K + d]
     t = 0.0
@@ -424,7 +425,8 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
             if a < 0.0:
                 st = finish[u] if finish[u] > lf[s] else lf[s]
                 a = st + lat[s, d] + in_bytes[j] / bw[s, d]
-                lf[s] = a
+                if contend:
+                    lf[s] = a
         if a > t:
             t = a
     for i in range(c_ptr[v], c_ptr[v + 1]):
@@ -437,8 +439,9 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
 
 
 @leaf
-def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr):
-    """Reserve the links for the transfers ``v`` on ``d`` starts (those no earlier consumer on ``d`` started)."""
+def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr, contend):
+    """Reserve the links for the transfers ``v`` on ``d`` starts (those no earlier consumer on ``d`` started);
+    without ``contend`` only their arrivals are kept (the links stay free)."""
     n = 0
     for i in range(in_ptr[v], in_ptr[v + 1]):
         j = perm[i]
@@ -449,10 +452,17 @@ def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, por
             link = s * K + d
             st = finish[u] if finish[u] > link_free[link] else link_free[link]
             a = st + lat[s, d] + in_bytes[j] / bw[s, d]
-            link_free[link] = a
+            if contend:
+                link_free[link] = a
             tr_arr[p * K + d] = a
             n += 1
     return n
+
+
+@leaf
+def _room(v, d, use_mem, usage, unit_pers, unit, out_total, temp, cap):
+    """Whether ``v`` (its unit not placed yet) fits on ``d`` now (always, without ``use_mem``)."""
+    return not use_mem or usage[d] + unit_pers[unit[v]] + out_total[v] + temp[v] <= cap[d]
 
 
 @leaf
@@ -475,14 +485,15 @@ def _charge(v, d, use_mem, first_of_unit, usage, unit_pers, u, port_ptr, held, i
 @njit(nogil=True)
 def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port, in_bytes, c_ptr, c_src,
                   out_ptr, out_dst, indeg, port_owner, port_ptr, held, cons, out_total, temp, unit, unit_pin,
-                  unit_pers, unit_ptr, unit_mem, cap, use_mem, prefer):
+                  unit_pers, unit_ptr, unit_mem, cap, use_mem, prefer, contend, fav):
     """A device per op: ``(dev, start, finish, bound)`` as the scheduler predicts them (see the module docstring);
     ``bound``: whether memory (``use_mem``) ever kept an op off a device it would otherwise have considered.
     When it did not, every decision was the plain schedule's, so the plan is the plain plan.
 
     ``order`` is HEFT's op order (mode 0); ``prio`` the tie-break rank of ETF (mode 1, larger first).
     ``unit_pin``: each unit's device or -1. ``prefer`` (mode 0): each op's preferred device or -1, taken
-    when the op's unit is not placed yet (and, with ``use_mem``, the device has room).
+    when the op's unit is not placed yet (and, with ``use_mem``, the device has room). ``fav`` (mode 1):
+    each op's favourite child or -1, for SCT (`sct_schedule_both`); empty for plain ETF.
     """
     V = time_us.shape[0]
     P = port_owner.shape[0]
@@ -547,14 +558,15 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                     bound = True
                     continue
                 t = _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src,
-                                port_owner, link_free, tr_arr, lf)
+                                port_owner, link_free, tr_arr, lf, contend)
                 dur = time_us[v] * inv_speed[d]
                 s, j = _slot(gs, ge, ng, avail, widest, d, t, dur)
                 f = s + dur
                 if f < best_f:
                     best_f, best_d, best_s, best_j = f, d, s, j
             d = best_d
-            _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr)
+            _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr,
+                     contend)
             dev[v] = d
             start[v] = best_s
             finish[v] = best_f
@@ -566,8 +578,22 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                     port_owner, dev)
         return dev, start, finish, bound
 
-    # ---- ETF ----
+    # ---- ETF (and SCT) ----
     neg = -prio
+    sct = fav.shape[0] > 0
+    # SCT (`pardnn.baselines.etf`'s rules): the favourite child each device's last op wants next; urgent ops
+    # (inputs there on every device) not bound to a device, keyed by their latest data-ready time, and those
+    # bound to each device, keyed by their data-ready time there
+    want = np.full(K, -1, dtype=np.int64)
+    UT = np.empty((1, V + 1 if sct else 1))
+    UQ = np.empty((1, V + 1 if sct else 1))
+    UI = np.empty((1, V + 1 if sct else 1), dtype=np.int64)
+    un = 0
+    OT = np.empty((K, 16))
+    OQ = np.empty((K, 16))
+    OI = np.empty((K, 16), dtype=np.int64)
+    on = np.zeros(K, dtype=np.int64)
+    cand_aw = np.zeros(K, dtype=np.bool_)
     pending = indeg.copy()
     is_ready = np.zeros(V, dtype=np.bool_)
     forced = np.full(V, -1, dtype=np.int64)
@@ -609,12 +635,22 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                 if f >= 0 and d != f:
                     continue
                 t = _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src,
-                                port_owner, link_free, tr_arr, lf)
+                                port_owner, link_free, tr_arr, lf, contend)
                 dr_val[v * K + d] = t
                 dr_ver[v * K + d] = lver[d]
                 if pn[d] == PT.shape[1]:
                     PT, PQ, PI = _grow(PT, PQ, PI)
                 pn[d] = _push(PT, PQ, PI, d, pn[d], t, neg[v], v)
+            if sct:
+                if f >= 0:
+                    if on[f] == OT.shape[1]:
+                        OT, OQ, OI = _grow(OT, OQ, OI)
+                    on[f] = _push(OT, OQ, OI, f, on[f], dr_val[v * K + f], neg[v], v)
+                else:
+                    t = dr_val[v * K]
+                    for d in range(1, K):
+                        t = max(t, dr_val[v * K + d])
+                    un = _push(UT, UQ, UI, 0, un, t, neg[v], v)
         if placed == V:
             break
         # each device's best candidate, validated lazily
@@ -654,7 +690,7 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                     continue
                 if dr_ver[v * K + d] != lver[d]:
                     dr_val[v * K + d] = _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm,
-                                                    c_ptr, c_src, port_owner, link_free, tr_arr, lf)
+                                                    c_ptr, c_src, port_owner, link_free, tr_arr, lf, contend)
                     dr_ver[v * K + d] = lver[d]
                 t = dr_val[v * K + d]
                 if t > kt:     # stale key: back to pending with the new one
@@ -670,6 +706,42 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                 cand_t[d] = kt
                 cand_now[d] = from_now
                 break
+            cand_aw[d] = False
+            j = want[d] if sct else -1
+            if j >= 0 and is_ready[j] and dev[j] < 0:
+                # SCT: d is awake for j, its last op's favourite child, unless j starts earlier elsewhere; it
+                # runs j, or an urgent op that can start no later
+                o = unit_dev[unit[j]] if unit_dev[unit[j]] >= 0 else forced[j]
+                ok = o == d
+                if o < 0:
+                    ok = _room(j, d, use_mem, usage, unit_pers, unit, out_total, temp, cap)
+                    bound = bound or not ok
+                tj = max(avail[d], dr_val[j * K + d])
+                if ok and o < 0:
+                    for e in range(K):
+                        if e != d and max(avail[e], dr_val[j * K + e]) < tj - 1e-9:
+                            if _room(j, e, use_mem, usage, unit_pers, unit, out_total, temp, cap):
+                                ok = False
+                                break
+                            bound = True
+                if ok:
+                    bt, bq, bv = tj, neg[j], j
+                    while un > 0 and (dev[UI[0, 0]] >= 0 or unit_dev[unit[UI[0, 0]]] >= 0 or forced[UI[0, 0]] >= 0):
+                        un = _pop(UT, UQ, UI, 0, un)
+                    if un > 0:
+                        w = UI[0, 0]
+                        if _room(w, d, use_mem, usage, unit_pers, unit, out_total, temp, cap):
+                            if max(avail[d], UT[0, 0]) <= bt:
+                                bt, bq, bv = max(avail[d], UT[0, 0]), UQ[0, 0], w
+                        else:
+                            bound = True
+                    while on[d] > 0 and dev[OI[d, 0]] >= 0:
+                        on[d] = _pop(OT, OQ, OI, d, on[d])
+                    if on[d] > 0 and max(avail[d], OT[d, 0]) <= bt:
+                        bt, bq, bv = max(avail[d], OT[d, 0]), OQ[d, 0], OI[d, 0]
+                    cand_v[d] = bv
+                    cand_t[d] = bt
+                    cand_aw[d] = True
             if cand_v[d] >= 0:
                 if bd < 0:
                     bd = d
@@ -689,7 +761,9 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             bound = True
             blocked[v * K + d] = True
             nblocked[v] += 1
-            if cand_now[d]:
+            if cand_aw[d]:
+                pass        # checked for room already: not reached
+            elif cand_now[d]:
                 nn[d] = _pop(NT, NQ, NI, d, nn[d])
             else:
                 pn[d] = _pop(PT, PQ, PI, d, pn[d])
@@ -700,17 +774,28 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
                         r = e
                 forced[v] = r
                 t = _data_ready(v, r, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src,
-                                port_owner, link_free, tr_arr, lf)
+                                port_owner, link_free, tr_arr, lf, contend)
                 if pn[r] == PT.shape[1]:
                     PT, PQ, PI = _grow(PT, PQ, PI)
                 pn[r] = _push(PT, PQ, PI, r, pn[r], t, neg[v], v)
+                if sct:
+                    if on[r] == OT.shape[1]:
+                        OT, OQ, OI = _grow(OT, OQ, OI)
+                    on[r] = _push(OT, OQ, OI, r, on[r], t, neg[v], v)
             continue
-        if cand_now[d]:
+        if cand_aw[d]:
+            pass        # not necessarily a heap's top: its entries are dropped when they surface
+        elif cand_now[d]:
             nn[d] = _pop(NT, NQ, NI, d, nn[d])
         else:
             pn[d] = _pop(PT, PQ, PI, d, pn[d])
+        if sct:
+            for e in range(K):
+                if want[e] == v:
+                    want[e] = -1
+            want[d] = fav[v]
         if _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free,
-                    tr_arr) > 0:
+                    tr_arr, contend) > 0:
             lver[d] += 1
         s = cand_t[d]
         dev[v] = d
@@ -721,6 +806,13 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
         first = unit_dev[u] < 0
         if first:
             unit_dev[u] = d
+            if sct:     # its ready members are bound to d now
+                for i in range(unit_ptr[u], unit_ptr[u + 1]):
+                    w = unit_mem[i]
+                    if w != v and is_ready[w] and dev[w] < 0:
+                        if on[d] == OT.shape[1]:
+                            OT, OQ, OI = _grow(OT, OQ, OI)
+                        on[d] = _push(OT, OQ, OI, d, on[d], dr_val[w * K + d], neg[w], w)
             if bound:     # ready members may have left d's heaps (blocked, or forced elsewhere): queue them again
                 for i in range(unit_ptr[u], unit_ptr[u + 1]):
                     w = unit_mem[i]
@@ -740,27 +832,41 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
 
 
 def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedArrays | None = None,
-             rank: np.ndarray | None = None, level: np.ndarray | None = None
+             rank: np.ndarray | None = None, level: np.ndarray | None = None, contention: bool = True
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(device, start, finish)`` of every op from the ``mode`` list schedule of ``g`` (a `MODES` name).
 
     ``memory`` steers by the cluster's capacities (module docstring); ``arrays``, ``rank`` and ``level``
     (from `prepare`, `ranks` and `static_levels`) may be passed in when several schedules share them.
     """
-    return _run(g, cluster, mode, memory, arrays, rank, level)[:3]
+    return _run(g, cluster, mode, memory, arrays, rank, level, contention)[:3]
 
 
 def schedule_both(g, cluster, mode: str, *, arrays: ListSchedArrays | None = None, rank: np.ndarray | None = None,
-                  level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  level: np.ndarray | None = None, contention: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The devices of the plain and of the memory-aware ``mode`` schedule, ``(plain, aware)``: one run when
     memory never kept an op off a device (the two are then the same plan, decision by decision; the usual
     case when memory is bounded but ample), two otherwise."""
-    aware, _, _, bound = _run(g, cluster, mode, True, arrays, rank, level)
-    plain = _run(g, cluster, mode, False, arrays, rank, level)[0] if bound else aware
+    aware, _, _, bound = _run(g, cluster, mode, True, arrays, rank, level, contention)
+    plain = _run(g, cluster, mode, False, arrays, rank, level, contention)[0] if bound else aware
     return plain, aware
 
 
-def _run(g, cluster, mode, memory, arrays, rank, level):
+def sct_schedule_both(g, cluster, favourite: np.ndarray, *, arrays: ListSchedArrays | None = None,
+                      level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """SCT's plans, ``(plain, memory-aware)``, from each op's ``favourite`` child (-1: none; see
+    `pardnn.baselines.sct.favourite_children`): ETF without link contention in which a device whose last op
+    has a ready favourite child that starts no later there than anywhere else runs it, or an urgent op that
+    starts no later (`pardnn.baselines.etf`'s rules). The plain plan is the ``sct`` baseline's; the
+    memory-aware one uses this module's memory bookkeeping, not the ``m-sct`` baseline's. One run when memory
+    never kept an op off a device, as `schedule_both`."""
+    fav = np.asarray(favourite, dtype=np.int64)
+    aware, _, _, bound = _run(g, cluster, "etf", True, arrays, None, level, False, fav)
+    plain = _run(g, cluster, "etf", False, arrays, None, level, False, fav)[0] if bound else aware
+    return plain, aware
+
+
+def _run(g, cluster, mode, memory, arrays, rank, level, contention=True, fav=None):
     m = MODES[mode]
     a = arrays if arrays is not None else prepare(g)
     if mode == "etf":
@@ -778,4 +884,4 @@ def _run(g, cluster, mode, memory, arrays, rank, level):
                          cluster.path_bandwidth, a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src,
                          a.out_ptr, a.out_dst, a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total,
                          a.temp, a.unit, pins, a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory),
-                         prefer)
+                         prefer, bool(contention), np.empty(0, dtype=np.int64) if fav is None else fav)

@@ -54,6 +54,12 @@ class Seed:
     (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut); and ``sct``,
     Baechi's SCT (`pardnn.baselines.sct`: favourite children from Hanen and Munier's LP, then ETF that keeps
     a favourite child on its parent's device), on graphs up to ``sct_max_nodes`` ops."""
+    contention: bool | str = "both"
+    """How the list schedulers price a transfer: True, as the machine model runs it (a link carries one
+    transfer at a time, reserved in the scheduler's order); False, as if each transfer had its link to
+    itself (the Python baselines' pricing, labels ``heft-nc`` etc.); "both" (the default) runs each both
+    ways. Neither wins everywhere: reservations in placement order overstate the queueing the simulator
+    sees when transfers are many and short, and ignoring it understates it when they are long."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -63,18 +69,20 @@ class Seed:
     """At most this many alternatives in the returned state (the incoming plan first when not chosen)."""
     etf_max_nodes: int = 50_000
     """The ETF-like schedulers (about 5x HEFT's time) run only on graphs up to this many ops."""
-    sct_max_nodes: int = 5_000
-    """``sct`` runs only on graphs up to this many ops. SCT (its LP, windowed above 30k variables, then the
-    favourite-aware ETF run) takes about 0.4 s at 5k ops, 0.6 s at 10k, 2.2 s at 50k and 10.6 s at 200k (synthetic
-    Transformers, K=8, ninth round). At a cap of 50k no tuning placement changed, the ten real models of 5k-41k ops
-    (`benchmarks/tuning/`) included, and the loose cases took 60% longer."""
+    sct_max_nodes: int = 50_000
+    """``sct`` runs only on graphs up to this many ops. Its LP (windowed above 30k variables) takes about 0.4-1 s
+    at 10k-40k ops, 3.2 s at 50k, 6.7 s at 100k and 14.7 s at 200k (K=8, eleventh round); the favourite-aware
+    ETF run after it, compiled, 0.02-0.2 s. On the tuning suite SCT never gave the chosen plan, but on the
+    real models of held-out set v1 (tuning data since set v3) it was the best baseline in 4 of 33 loose cases,
+    up to 6.5% ahead, and seeding with it up to 50k ops made all 33 best or tied."""
 
     threads: int | None = None
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
     jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO` nodes
     plus edges (one thread outside); 1 or less: one after the other. The plans are the same either way."""
 
-    def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool]]:
+    def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool, bool]]:
+        """``(label, scheduler, memory-aware, contention)`` of every start, in the order that breaks ties."""
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
         for s in names:
             if s not in STARTS:
@@ -82,15 +90,21 @@ class Seed:
         mem = self.memory
         if mem not in (True, False, "auto"):
             raise ValueError(f"seed: memory must be true, false or auto, got {mem!r}")
+        ways = {True: (True,), False: (False,), "both": (True, False)}.get(self.contention)
+        if ways is None:
+            raise ValueError(f"seed: contention must be true, false or both, got {self.contention!r}")
         out = []
         # on large graphs the ETF-like schedulers (time) and SCT (its LP) are left out, HEFT seeding instead
         # when nothing else is named
         drop = {s for s in names if (big and s.startswith("etf")) or (not small and s == "sct")}
         names = [s for s in names if s not in drop] or ["heft"]
+        # a list scheduler once per pricing (contention first), metis and sct once
+        priced = [(s, c) for c in ways for s in names if c == ways[0] or s in _listsched.MODES]
+        tag = {True: "", False: "-nc"}
         if mem is not True:
-            out += [(s, s, False) for s in names]
+            out += [(f"{s}{tag[c]}", s, False, c) for s, c in priced]
         if mem is True or (mem == "auto" and bounded):
-            out += [(f"m-{s}", s, True) for s in names]
+            out += [(f"m-{s}{tag[c]}", s, True, c) for s, c in priced]
         return out
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
@@ -104,46 +118,46 @@ class Seed:
         t0 = time.perf_counter()
         arrays = _listsched.prepare(g)
         rank = _listsched.ranks(g, cluster, arrays)
-        level = _listsched.static_levels(g, cluster, arrays) if any(m == "etf" for _, m, _ in starts) else None
+        level = (_listsched.static_levels(g, cluster, arrays) if any(m in ("etf", "sct") for _, m, _, _ in starts)
+                 else None)
         prep_s = time.perf_counter() - t0
         # the starts as jobs: a scheduler asked for with and without memory (SCT or a list scheduler) is one
         # job that runs once when memory never binds; the jobs, then the simulations of the distinct plans,
         # run on threads at once (the kernels release Python's lock); each is a pure function of its inputs,
         # so the plans and their order are the same on any number of threads
-        jobs: dict[str, list[tuple[str, str, bool]]] = {}
-        for label, mode, mem in starts:
-            paired = mode == "sct" or (mode in _listsched.MODES and sum(m == mode for _, m, _ in starts) == 2)
-            jobs.setdefault(mode if paired else label, []).append((label, mode, mem))
+        jobs: dict[tuple, list[tuple[str, str, bool, bool]]] = {}
+        for label, mode, mem, c in starts:
+            paired = mode == "sct" or (mode in _listsched.MODES and
+                                       sum(m == mode and cc == c for _, m, _, cc in starts) == 2)
+            jobs.setdefault((mode, c) if paired else (label,), []).append((label, mode, mem, c))
 
-        def run(members: list[tuple[str, str, bool]]) -> tuple[dict[str, np.ndarray], float]:
+        def run(members: list[tuple[str, str, bool, bool]]) -> tuple[dict[str, np.ndarray], float]:
             t0 = time.perf_counter()
-            mode = members[0][1]
+            mode, contend = members[0][1], members[0][3]
             if mode == "metis":
                 out = {members[0][0]: metis.assignment(g, cluster, memory=members[0][2])}
             elif mode == "sct":
-                from ..baselines import etf, sct     # scipy's LP solver loads only when it is used
-                favourite = sct.favourite_children(g, cluster).tolist()     # the LP once, for sct and m-sct
-                if len(members) == 2:      # one run when memory never binds (loose memory)
-                    pair = etf.schedule_both(g, cluster, favourite=favourite)
-                    out = {label: pair[int(mem)] for label, _, mem in members}
-                else:
-                    out = {members[0][0]: etf.schedule(g, cluster, memory=members[0][2], favourite=favourite)}
+                from ..baselines import sct     # scipy's LP solver loads only when it is used
+                favourite = sct.favourite_children(g, cluster)     # the LP once, for sct and m-sct
+                pair = _listsched.sct_schedule_both(g, cluster, favourite, arrays=arrays, level=level)
+                out = {label: pair[int(mem)] for label, _, mem, _ in members}
             elif len(members) == 2:
-                pair = _listsched.schedule_both(g, cluster, mode, arrays=arrays, rank=rank, level=level)
-                out = {label: pair[int(mem)] for label, _, mem in members}
+                pair = _listsched.schedule_both(g, cluster, mode, arrays=arrays, rank=rank, level=level,
+                                                contention=contend)
+                out = {label: pair[int(mem)] for label, _, mem, _ in members}
             else:
-                label, _, mem = members[0]
+                label, _, mem, _ = members[0]
                 out = {label: _listsched.schedule(g, cluster, mode, memory=mem, arrays=arrays, rank=rank,
-                                                  level=level)[0]}
+                                                  level=level, contention=contend)[0]}
             return out, time.perf_counter() - t0
 
         workers = workers_for(len(jobs), self.threads, g, smallest=THREADS_FROM)
         order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
         made: dict[str, tuple[np.ndarray, float]] = {}     # each start's plan, and its job's seconds (first member)
         for key, (plans, secs) in zip(order, map_in_order(run, [jobs[k] for k in order], workers)):
-            made.update((label, (plans[label], secs if i == 0 else 0.0)) for i, (label, _, _) in enumerate(jobs[key]))
+            made.update((label, (plans[label], secs if i == 0 else 0.0)) for i, (label, *_) in enumerate(jobs[key]))
         cands: list[tuple[str, np.ndarray, float]] = [("incoming", state.assignment, 0.0)]
-        cands += [(label, *made[label]) for label, _, _ in starts]      # in ``starts`` order (it breaks ties)
+        cands += [(label, *made[label]) for label, *_ in starts]      # in ``starts`` order (it breaks ties)
         distinct = []       # (index into cands, index of the earlier equal plan or None)
         for i, (label, dev, secs) in enumerate(cands):
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))

@@ -3,6 +3,8 @@ link reservations as the simulator makes them, and a seeded plan never worse tha
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -152,6 +154,44 @@ def test_link_reservation_avoids_an_overloaded_link():
         assert np.allclose(finish, s.finish_us)
         blind = simulate(g, c, PLACERS[mode](g, c).assignment)
         assert s.makespan_us == pytest.approx(133.0) and blind.makespan_us == pytest.approx(160.0)
+        free = simulate(g, c, _listsched.schedule(g, c, mode, contention=False)[0])
+        assert free.makespan_us == pytest.approx(160.0)      # without contention the kernel is as blind
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.integers(0, 2**31 - 1))
+def test_the_compiled_sct_makes_the_sct_baselines_plan(case, draw):
+    """`_listsched.sct_schedule_both` is SCT's favourite-aware ETF compiled: given the same favourite children
+    (the LP's, and a random matching that wakes devices more often), its plain plan is the plan of
+    `pardnn.baselines.etf.schedule` with those favourites, so the ``sct`` start is the ``sct`` baseline."""
+    from pardnn.baselines import etf, sct
+
+    g, c = case
+    src, dst, _, _ = sct.lp_edges(g, c)
+    order = np.random.default_rng(draw).permutation(src.size)
+    for fav in (sct.favourite_children(g, c),
+                sct.match_favourites(src, dst, order, np.full(g.num_nodes, -1, dtype=np.int64))):
+        plain, aware = _listsched.sct_schedule_both(g, c, fav)
+        assert np.array_equal(plain, etf.schedule(g, c, memory=False, favourite=fav.tolist()))
+        assert plain is aware       # no memory limit: one run
+    if g.num_nodes:
+        tight = c.with_memory(int(0.5 * single_device_peak(g)) + 1)
+        plain, aware = _listsched.sct_schedule_both(g, tight, fav)
+        assert np.array_equal(plain, etf.schedule(g, tight, memory=False, favourite=fav.tolist()))
+        assert rule_violations(g, aware) == []
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases())
+def test_without_contention_the_kernel_makes_the_python_baselines_plans(case):
+    """``contention=False`` prices each transfer as if it had its link to itself, which is how the Python
+    baselines price them: the compiled HEFT, ETF and CPOP then make the ``heft``, ``etf`` and ``cpop``
+    baselines' plans (the seed pass's ``-nc`` starts). Memory-aware plans may differ: the kernel's memory
+    bookkeeping is a simplified `MemoryTracker` (`_listsched`'s docstring)."""
+    g, c = case
+    for mode in ("heft", "etf", "cpop"):
+        ours = _listsched.schedule(g, c, mode, contention=False)[0]
+        assert np.array_equal(ours, PLACERS[mode](g, c).assignment), mode
 
 
 def test_speeds_units_and_pins():
@@ -190,7 +230,7 @@ def test_schedule_both_runs_once_when_memory_never_binds(monkeypatch):
     g3 = tiny([(x, 10, 0, {"persistent_bytes": 100}) for x in "abc"], [])
     calls = []
     real = _listsched.list_schedule
-    monkeypatch.setattr(_listsched, "list_schedule", lambda *a: calls.append(a[-2]) or real(*a))
+    monkeypatch.setattr(_listsched, "list_schedule", lambda *a: calls.append(a[-4]) or real(*a))
     for mode in ("heft", "etf"):
         calls.clear()
         roomy = Cluster.homogeneous(2, memory_bytes=10_000, latency_us=0.0, bandwidth_bytes_per_us=1e12)
@@ -221,10 +261,17 @@ def test_seed_options_and_registry():
     assert isinstance(seed, Seed) and seed.schedulers == "etf" and seed.memory is False
     g = chains(4, 3)
     c = Cluster.homogeneous(2)
-    out = seed(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "etf"}
+    zero = PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64))
+    out = seed(g, c, zero)
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "etf", "etf-nc"}
+    for contention, labels in ((True, {"etf"}), (False, {"etf-nc"})):
+        out = replace(seed, contention=contention)(g, c, zero)
+        assert set(out.stats["seed"]["starts"]) == {"incoming"} | labels
+    assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == {"incoming", "metis", "sct"}
     with pytest.raises(ValueError, match="unknown scheduler"):
-        Seed(schedulers="sjf")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+        Seed(schedulers="sjf")(g, c, zero)
+    with pytest.raises(ValueError, match="contention must be"):
+        Seed(contention="sometimes")(g, c, zero)
     state, _ = p.run(g, c)
     assert rule_violations(g, state.assignment) == []
     one = Cluster.homogeneous(1)
@@ -233,8 +280,9 @@ def test_seed_options_and_registry():
 
 
 def test_the_sct_start_is_the_sct_baselines_plan_and_stays_out_of_large_graphs():
-    """``sct`` seeds with Baechi's SCT (and ``m-sct`` under memory limits): the same plans as the baselines
-    `pardnn.baselines.sct` places; above ``sct_max_nodes`` ops it is left out (its LP grows too slow)."""
+    """``sct`` seeds with Baechi's SCT (and ``m-sct`` under memory limits): the plain plan is the one the
+    baseline `pardnn.baselines.sct` places, the memory-aware one `_listsched.sct_schedule_both`'s; above
+    ``sct_max_nodes`` ops it is left out (its LP grows too slow)."""
     from pardnn.baselines import sct
 
     g = chains(4, 3)
@@ -247,13 +295,14 @@ def test_the_sct_start_is_the_sct_baselines_plan_and_stays_out_of_large_graphs()
     out = Seed(schedulers="sct")(g, tight, start)
     figures = out.stats["seed"]["starts"]
     label = figures["m-sct"].get("same_as", "m-sct")     # a plan equal to an earlier one is recorded once
-    assert np.array_equal(dict(out.starts)[label], sct.place_m(g, tight).assignment)
+    aware = _listsched.sct_schedule_both(g, tight, sct.favourite_children(g, tight))[1]
+    assert np.array_equal(dict(out.starts)[label], aware)
     out = Seed(schedulers="heft+sct", sct_max_nodes=g.num_nodes - 1)(g, c, start)
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc"}
     out = Seed(schedulers="sct", sct_max_nodes=g.num_nodes - 1)(g, c, start)    # nothing else named: HEFT
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc"}
     out = Seed(schedulers="etf", etf_max_nodes=g.num_nodes - 1)(g, c, start)    # the same for ETF
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc"}
 
 
 def test_cpop_runs_the_critical_path_on_the_fastest_device_in_priority_order():
@@ -304,9 +353,10 @@ def test_a_balanced_cut_of_two_towers_is_a_start():
 @given(random_cases(), st.sampled_from([0.3, 0.6, 3.0]))
 def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, scale):
     """Under memory limits every scheduler runs plain and memory-aware: the start named ``heft`` is the plain
-    HEFT plan and ``m-heft`` the memory-aware one (likewise ETF and CPOP), and the starts' figures come in the
-    order the pass documents: the incoming plan, then ``schedulers`` in order, then their ``m-`` variants
-    (the order breaks ties between equal plans)."""
+    HEFT plan and ``m-heft`` the memory-aware one (likewise ETF and CPOP), ``heft-nc`` and ``m-heft-nc`` the
+    same without link contention, and the starts' figures come in the order the pass documents: the incoming
+    plan, then ``schedulers`` in order, then the list schedulers again without contention, then the ``m-``
+    variants of all of those (the order breaks ties between equal plans)."""
     g, c = case
     c = c.with_memory(int(scale * single_device_peak(g)) + 1)
     seed = Seed()
@@ -318,7 +368,11 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
         return start if label == "incoming" else plans[label] if label in plans else plan(figures[label]["same_as"])
 
     for mode in ("heft", "etf", "cpop"):
-        assert np.array_equal(plan(mode), _listsched.schedule(g, c, mode, memory=False)[0])
-        assert np.array_equal(plan(f"m-{mode}"), _listsched.schedule(g, c, mode, memory=True)[0])
-    labels = ["incoming"] + [label for label, _, _ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes)]
+        for tag, contention in (("", True), ("-nc", False)):
+            assert np.array_equal(plan(mode + tag), _listsched.schedule(g, c, mode, contention=contention)[0])
+            assert np.array_equal(plan(f"m-{mode}{tag}"),
+                                  _listsched.schedule(g, c, mode, memory=True, contention=contention)[0])
+    labels = ["incoming"] + [label for label, *_ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes)]
+    assert labels == ["incoming", "heft", "etf", "cpop", "metis", "sct", "heft-nc", "etf-nc", "cpop-nc",
+                      "m-heft", "m-etf", "m-cpop", "m-metis", "m-sct", "m-heft-nc", "m-etf-nc", "m-cpop-nc"]
     assert list(out.stats["seed"]["starts"]) == labels
