@@ -58,8 +58,11 @@ class Seed:
     """How the list schedulers price a transfer: True, as the machine model runs it (a link carries one
     transfer at a time, reserved in the scheduler's order); False, as if each transfer had its link to
     itself (the Python baselines' pricing, labels ``heft-nc`` etc.); "both" (the default) runs each both
-    ways. Neither wins everywhere: reservations in placement order overstate the queueing the simulator
-    sees when transfers are many and short, and ignoring it understates it when they are long."""
+    ways on graphs up to ``etf_max_nodes`` ops (contention only above). Neither wins everywhere: reservations
+    in placement order overstate the queueing the simulator sees when transfers are many and short, and
+    ignoring it understates it when they are long. On a 200k-op synthetic Transformer at K=8 under tight
+    memory, ``m-heft-nc`` overflowed least, was chosen, and the memory pass made an 8.9 s step of it where
+    ``m-heft`` gave 2.5 s; hence the size rule."""
     memory: bool | str = "auto"
     """Steer the list schedulers by device memory: True (memory-aware plans only), False (plain plans
     only), or "auto" (plain plans, and memory-aware ones too when some device's memory is bounded)."""
@@ -69,12 +72,13 @@ class Seed:
     """At most this many alternatives in the returned state (the incoming plan first when not chosen)."""
     etf_max_nodes: int = 50_000
     """The ETF-like schedulers (about 5x HEFT's time) run only on graphs up to this many ops."""
-    sct_max_nodes: int = 50_000
+    sct_max_nodes: int = 30_000
     """``sct`` runs only on graphs up to this many ops. Its LP (windowed above 30k variables) takes about 0.4-1 s
     at 10k-40k ops, 3.2 s at 50k, 6.7 s at 100k and 14.7 s at 200k (K=8, eleventh round); the favourite-aware
     ETF run after it, compiled, 0.02-0.2 s. On the tuning suite SCT never gave the chosen plan, but on the
-    real models of held-out set v1 (tuning data since set v3) it was the best baseline in 4 of 33 loose cases,
-    up to 6.5% ahead, and seeding with it up to 50k ops made all 33 best or tied."""
+    real models of held-out set v1 (tuning data since set v3) it was the best baseline in 4 of 33 loose cases
+    (10k-25k ops), up to 6.5% ahead, and seeding with it made all 33 best or tied. At a cap of 50k the LP made
+    the 50k-op synthetic Transformer's seed pass 3.3 s instead of 0.6 s, for no plan that changed."""
 
     threads: int | None = None
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
@@ -90,7 +94,7 @@ class Seed:
         mem = self.memory
         if mem not in (True, False, "auto"):
             raise ValueError(f"seed: memory must be true, false or auto, got {mem!r}")
-        ways = {True: (True,), False: (False,), "both": (True, False)}.get(self.contention)
+        ways = {True: (True,), False: (False,), "both": (True,) if big else (True, False)}.get(self.contention)
         if ways is None:
             raise ValueError(f"seed: contention must be true, false or both, got {self.contention!r}")
         out = []
