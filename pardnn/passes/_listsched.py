@@ -806,20 +806,20 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
         first = unit_dev[u] < 0
         if first:
             unit_dev[u] = d
-            if sct:     # its ready members are bound to d now
+            # its ready members: SCT binds them to d; after a memory refusal they may have left d's heaps
+            # (blocked, or forced elsewhere), so they are queued there again
+            if sct or bound:
                 for i in range(unit_ptr[u], unit_ptr[u + 1]):
                     w = unit_mem[i]
                     if w != v and is_ready[w] and dev[w] < 0:
-                        if on[d] == OT.shape[1]:
-                            OT, OQ, OI = _grow(OT, OQ, OI)
-                        on[d] = _push(OT, OQ, OI, d, on[d], dr_val[w * K + d], neg[w], w)
-            if bound:     # ready members may have left d's heaps (blocked, or forced elsewhere): queue them again
-                for i in range(unit_ptr[u], unit_ptr[u + 1]):
-                    w = unit_mem[i]
-                    if w != v and is_ready[w] and dev[w] < 0:
-                        if pn[d] == PT.shape[1]:
-                            PT, PQ, PI = _grow(PT, PQ, PI)
-                        pn[d] = _push(PT, PQ, PI, d, pn[d], dr_val[w * K + d], neg[w], w)
+                        if sct:
+                            if on[d] == OT.shape[1]:
+                                OT, OQ, OI = _grow(OT, OQ, OI)
+                            on[d] = _push(OT, OQ, OI, d, on[d], dr_val[w * K + d], neg[w], w)
+                        if bound:
+                            if pn[d] == PT.shape[1]:
+                                PT, PQ, PI = _grow(PT, PQ, PI)
+                            pn[d] = _push(PT, PQ, PI, d, pn[d], dr_val[w * K + d], neg[w], w)
         _charge(v, d, use_mem, first, usage, unit_pers, u, port_ptr, held, in_ptr, in_port, cons_left,
                 port_owner, dev)
         for j in range(out_ptr[v], out_ptr[v + 1]):
@@ -843,12 +843,13 @@ def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedAr
 
 
 def schedule_both(g, cluster, mode: str, *, arrays: ListSchedArrays | None = None, rank: np.ndarray | None = None,
-                  level: np.ndarray | None = None, contention: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                  level: np.ndarray | None = None, contention: bool = True,
+                  favourite: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The devices of the plain and of the memory-aware ``mode`` schedule, ``(plain, aware)``: one run when
     memory never kept an op off a device (the two are then the same plan, decision by decision; the usual
     case when memory is bounded but ample), two otherwise."""
-    aware, _, _, bound = _run(g, cluster, mode, True, arrays, rank, level, contention)
-    plain = _run(g, cluster, mode, False, arrays, rank, level, contention)[0] if bound else aware
+    aware, _, _, bound = _run(g, cluster, mode, True, arrays, rank, level, contention, favourite)
+    plain = _run(g, cluster, mode, False, arrays, rank, level, contention, favourite)[0] if bound else aware
     return plain, aware
 
 
@@ -860,10 +861,8 @@ def sct_schedule_both(g, cluster, favourite: np.ndarray, *, arrays: ListSchedArr
     starts no later (`pardnn.baselines.etf`'s rules). The plain plan is the ``sct`` baseline's; the
     memory-aware one uses this module's memory bookkeeping, not the ``m-sct`` baseline's. One run when memory
     never kept an op off a device, as `schedule_both`."""
-    fav = np.asarray(favourite, dtype=np.int64)
-    aware, _, _, bound = _run(g, cluster, "etf", True, arrays, None, level, False, fav)
-    plain = _run(g, cluster, "etf", False, arrays, None, level, False, fav)[0] if bound else aware
-    return plain, aware
+    return schedule_both(g, cluster, "etf", arrays=arrays, level=level, contention=False,
+                         favourite=np.asarray(favourite, dtype=np.int64))
 
 
 def _run(g, cluster, mode, memory, arrays, rank, level, contention=True, fav=None):
