@@ -279,7 +279,11 @@ def parse_pipeline(spec: str) -> Pipeline:
                 kinds = set(re.findall(r"\w+", str(known[key].type)))
                 if isinstance(options[key], str) and kinds and kinds <= {"int", "float", "bool", "None"}:
                     raise ValueError(f"pass {name!r}: option {key!r} takes {known[key].type}, got {value.strip()!r}")
-        passes.append(make_pass(name, **options))
+        try:
+            passes.append(make_pass(name, **options))
+        except ValueError as exc:     # an option value the pass rejects
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith(f"{name}:") else f"pass {name!r}: {msg}") from None
         labels.append(name)
     return Pipeline(tuple(passes), labels=tuple(labels))
 

@@ -482,11 +482,13 @@ class FitMemory:
     plans that fit by step time, then the least overflowing; a start equal to the incoming plan is skipped);
     the rest only while none does."""
 
+    def __post_init__(self) -> None:
+        if self.heuristic not in HEURISTICS:
+            raise ValueError(f"unknown memory heuristic {self.heuristic!r}; choose one of {', '.join(HEURISTICS)}")
+
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
             raise ValueError("the memory pass needs an assignment: run the map pass first")
-        if self.heuristic not in HEURISTICS:
-            raise ValueError(f"unknown memory heuristic {self.heuristic!r}; choose one of {', '.join(HEURISTICS)}")
         if not np.isfinite(cluster.capacity).any():
             return state.with_stats(self.name, skipped="unlimited memory", units_moved=0)
         heuristic = self.heuristic

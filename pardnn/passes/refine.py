@@ -405,6 +405,10 @@ class Refine:
     `_threads.THREADS_UP_TO` nodes plus edges (one thread above); 1 or less: one after the other. Each search is
     independent, so the plan is the same on any number of threads."""
 
+    def __post_init__(self) -> None:
+        if self.effort not in EFFORTS:
+            raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
+
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
             raise ValueError("refine needs an assignment: run the map pass first")
@@ -412,8 +416,6 @@ class Refine:
             return state
         if self.only_if_changed and not state.changed:
             return state.with_stats(self.name, skipped="the pass before it changed nothing")
-        if self.effort not in EFFORTS:
-            raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
         effort = EFFORTS[self.effort]
         bounded = bool(np.isfinite(cluster.capacity).any())
         budget = self.max_evals

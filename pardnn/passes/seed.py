@@ -85,6 +85,9 @@ class Seed:
     jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO` nodes
     plus edges (one thread outside); 1 or less: one after the other. The plans are the same either way."""
 
+    def __post_init__(self) -> None:
+        self._starts(False)     # unknown schedulers and bad option values fail here, before any pass runs
+
     def _starts(self, bounded: bool, big: bool = False, small: bool = True) -> list[tuple[str, str, bool, bool]]:
         """``(label, scheduler, memory-aware, contention)`` of every start, in the order that breaks ties."""
         names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]

@@ -84,6 +84,11 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
     ("refine{kicks=maybe}", r"pass 'refine': option 'kicks' takes bool, got 'maybe'"),
     ("refine{max_evals=3", r"unbalanced '\{'"),
     ("slice,,map", r"empty pass name"),
+    # option values the pass itself rejects, found before anything runs
+    ("seed{schedulers=heft+sjf}", r"seed: unknown scheduler 'sjf'; known: heft, etf"),
+    ("seed{contention=maybe}", r"seed: contention must be true, false or both, got 'maybe'"),
+    ("refine-mem{effort=hard}", r"pass 'refine-mem': unknown effort 'hard'; choose fast, default, best"),
+    ("memory{heuristic=greedy}", r"pass 'memory': unknown memory heuristic 'greedy'"),
 ])
 def test_bad_specs_say_what_exists(spec, message):
     with pytest.raises(ValueError, match=message):
@@ -115,6 +120,7 @@ def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
     assert r.exit_code == 0, r.output
     assert list(json.loads((tmp_path / "p.json").read_text())["pass_seconds"]) == ["slice", "map", "evict"]
     for extra, words in ((["--pipeline", "slice,mop"], "unknown pass 'mop'"),
+                         (["--pipeline", "slice,map,seed{contention=maybe}"], "contention must be"),
                          (["--pipeline", "slice,map", "--refine-evals", "3"], "--pipeline replaces"),
                          (["--method", "heft", "--pipeline", "slice,map"], "applies to the pardnn method only")):
         r = CliRunner().invoke(cli, args + extra)
