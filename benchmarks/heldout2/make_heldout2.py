@@ -91,26 +91,26 @@ SYNTHETIC_SIZES = (20_000, 100_000)
 SYNTHETIC_SEED = 1
 
 
-def synthetic_name(n: int) -> str:
-    return f"wide-s{SYNTHETIC_SEED}-{n // 1000}k"
+def synthetic_name(n: int, seed: int = SYNTHETIC_SEED) -> str:
+    return f"wide-s{seed}-{n // 1000}k"
 
 
-def synthetic_graph(n: int):
+def synthetic_graph(n: int, seed: int = SYNTHETIC_SEED):
     from pardnn.frontends.synthetic_wide import wide_training_graph
-    return wide_training_graph(n, seed=SYNTHETIC_SEED, name=synthetic_name(n))
+    return wide_training_graph(n, seed=seed, name=synthetic_name(n, seed))
 
 
-def synthetic_from_label(label: str):
+def synthetic_from_label(label: str, seed: int = SYNTHETIC_SEED):
     """The generated graph of a ``synthetic:<name>`` line of SHA256SUMS (check_frozen and run_heldout)."""
-    return synthetic_graph(int(label.split("-")[-1].rstrip("k")) * 1000)
+    return synthetic_graph(int(label.split("-")[-1].rstrip("k")) * 1000, seed)
 
 
-def synthetic_sha256(n: int) -> str:
+def synthetic_sha256(n: int, seed: int = SYNTHETIC_SEED) -> str:
     """SHA-256 of the JSON `save_graph` writes for the synthetic graph of ``n`` ops (uncompressed)."""
     from pardnn.ir import save_graph
 
     with tempfile.TemporaryDirectory() as d:
-        return sha256_file(save_graph(synthetic_graph(n), Path(d) / f"{synthetic_name(n)}.json"))
+        return sha256_file(save_graph(synthetic_graph(n, seed), Path(d) / f"{synthetic_name(n, seed)}.json"))
 
 
 # ---------------------------------------------------------------------------
@@ -123,32 +123,37 @@ def expected_entries() -> list[tuple[str, str]]:
             + [("synthetic", f"synthetic:{synthetic_name(n)}") for n in SYNTHETIC_SIZES])
 
 
-def current_sums(skip_missing: bool = False) -> list[tuple[str, str]]:
+def current_sums(skip_missing: bool = False, heldout=None) -> list[tuple[str, str]]:
+    """(SHA-256, label) of every graph of a set: this one, or the build module ``heldout`` of a later set with
+    the same layout (its HERE, expected_entries and synthetic_sha256)."""
+    h = heldout or sys.modules[__name__]
     out = []
-    for kind, label in expected_entries():
+    for kind, label in h.expected_entries():
         if kind == "synthetic":
-            out.append((synthetic_sha256(int(label.split("-")[-1].rstrip("k")) * 1000), label))
-        elif (HERE / label).exists():
-            out.append((sha256_file(HERE / label), label))
+            out.append((h.synthetic_sha256(int(label.split("-")[-1].rstrip("k")) * 1000), label))
+        elif (h.HERE / label).exists():
+            out.append((sha256_file(h.HERE / label), label))
         elif skip_missing:
             print(f"{label}: not built, left out", file=sys.stderr)
         else:
-            raise SystemExit(f"{HERE / label}: missing (build it first)")
+            raise SystemExit(f"{h.HERE / label}: missing (build it first)")
     return out
 
 
-def print_stats() -> None:
-    """ops, edges, groups, total compute, critical path and single-device peak of every graph (v1's table)."""
+def print_stats(heldout=None) -> None:
+    """ops, edges, groups, total compute, critical path and single-device peak of every graph (v1's table), of
+    this set or of ``heldout`` (as `current_sums` takes it)."""
     from pardnn.analysis import critical_path
     from pardnn.ir import load_graph
     from pardnn.machine import single_device_peak
 
     print("| graph | ops | edges | colocation groups | total compute ms | critical path ms | "
           "single-device peak MiB |\n|---|---:|---:|---:|---:|---:|---:|")
-    for kind, label in expected_entries():
-        if kind == "file" and not (HERE / label).exists():
+    h = heldout or sys.modules[__name__]
+    for kind, label in h.expected_entries():
+        if kind == "file" and not (h.HERE / label).exists():
             continue
-        g = load_graph(HERE / label) if kind == "file" else synthetic_from_label(label)
+        g = load_graph(h.HERE / label) if kind == "file" else h.synthetic_from_label(label)
         print(f"| {g.name} | {g.num_nodes} | {g.num_edges} | {len(g.group_names)} | {g.time_us.sum() / 1e3:.1f} | "
               f"{critical_path(g)[0] / 1e3:.1f} | {single_device_peak(g) / 2**20:.1f} |", flush=True)
 

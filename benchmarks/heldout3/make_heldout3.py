@@ -26,12 +26,12 @@ No tuning decision may look at these graphs (benchmarks/heldout3/README.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -97,28 +97,11 @@ SYNTHETIC_SIZES = (30_000, 150_000)
 SYNTHETIC_SEED = 2
 
 
-def synthetic_name(n: int) -> str:
-    return f"wide-s{SYNTHETIC_SEED}-{n // 1000}k"
-
-
-def synthetic_graph(n: int):
-    from pardnn.frontends.synthetic_wide import wide_training_graph
-    return wide_training_graph(n, seed=SYNTHETIC_SEED, name=synthetic_name(n))
-
-
-def synthetic_from_label(label: str):
-    """The generated graph of a ``synthetic:<name>`` line of SHA256SUMS (check_frozen and run_heldout)."""
-    return synthetic_graph(int(label.split("-")[-1].rstrip("k")) * 1000)
-
-
-def synthetic_sha256(n: int) -> str:
-    """SHA-256 of the JSON `save_graph` writes for the synthetic graph of ``n`` ops (uncompressed)."""
-    import tempfile
-
-    from pardnn.ir import save_graph
-
-    with tempfile.TemporaryDirectory() as d:
-        return sha256_file(save_graph(synthetic_graph(n), Path(d) / f"{synthetic_name(n)}.json"))
+# v2's generators with this set's seed
+synthetic_name = functools.partial(v2.synthetic_name, seed=SYNTHETIC_SEED)
+synthetic_graph = functools.partial(v2.synthetic_graph, seed=SYNTHETIC_SEED)
+synthetic_from_label = functools.partial(v2.synthetic_from_label, seed=SYNTHETIC_SEED)
+synthetic_sha256 = functools.partial(v2.synthetic_sha256, seed=SYNTHETIC_SEED)
 
 
 def expected_entries() -> list[tuple[str, str]]:
@@ -145,12 +128,11 @@ def main(argv: list[str] | None = None) -> None:
         v1.build_real(name, builder, args.steps, graphs_dir=GRAPHS_DIR, origin=ORIGIN, heldout=TAG)
         print(f"{name}: built in {time.perf_counter() - t0:.0f} s (model, import and profile)", flush=True)
     # v2's table and freezing code, run over this module's graphs
-    v2.HERE, v2.SUMS, v2.expected_entries = HERE, SUMS, expected_entries
-    v2.synthetic_from_label, v2.synthetic_sha256 = synthetic_from_label, synthetic_sha256
+    this = sys.modules[__name__]
     if args.stats:
-        v2.print_stats()
+        v2.print_stats(this)
     if args.freeze:
-        lines = [f"{h}  {label}" for h, label in v2.current_sums(skip_missing=True)]
+        lines = [f"{h}  {label}" for h, label in v2.current_sums(skip_missing=True, heldout=this)]
         SUMS.write_text("".join(line + "\n" for line in lines))
         print(f"{SUMS}: {len(lines)} entries")
 
