@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pardnn.baselines import PLACERS
+from pardnn.baselines import PLACERS, metis
 from pardnn.cluster import Cluster, Device
 from pardnn.machine import rule_violations, simulate, single_device_peak
 from pardnn.passes import _listsched
+from pardnn.passes.keep_best import plan_key
 from pardnn.passes.seed import Seed
 from pardnn.pipeline import PlanState, parse_pipeline
 
@@ -99,6 +100,35 @@ def test_seed_keeps_the_best_start(case, seed, scale):
         strip = lambda f: {k: {x: y for x, y in v.items() if x != "seconds"} for k, v in f.items()}  # noqa: E731
         assert strip(again.stats["seed"]["starts"]) == strip(figures)
         assert list(again.stats["seed"]["starts"]) == list(figures)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.sampled_from([None, 0.5]), st.booleans())
+def test_the_metis_starts_are_metis_own_partition_and_the_best_of_its_variants(case, scale, memory):
+    g, c = case
+    bounded = scale is not None
+    if bounded:
+        c = c.with_memory(int(scale * single_device_peak(g)) + 1)
+    base = PLACERS["m-metis" if memory else "metis"](g, c).assignment
+    runs = metis.variants(8)
+    assert runs[0] == (0, None) and len(set(runs)) == 8
+    plans = metis.assignments(g, c, memory=memory, runs=runs)
+    assert np.array_equal(plans[0], base)
+    keys = [plan_key(simulate(g, c, p, memory=bounded), bounded) for p in plans]
+    first = min(range(8), key=lambda i: (keys[i], i))
+    own, best, which = Seed()._metis(g, c, memory, bounded, 8)
+    assert np.array_equal(own, base) and which == first and np.array_equal(best, plans[first])
+    assert Seed()._metis(g, c, memory, bounded, 1)[2] == 0
+    # the pass: METIS's own partition, then the best variant, recorded with its index
+    label = "m-metis" if memory else "metis"
+    stats = Seed(memory=memory)(g, c, PlanState(assignment=base)).stats["seed"]["starts"]
+    labels = [k for k in stats if "metis" in k]
+    assert labels == [label, f"{label}-var"]
+    assert stats[f"{label}-var"]["metis_variant"] == first
+    assert stats[f"{label}-var"]["makespan_us"] == pytest.approx(simulate(g, c, plans[first]).makespan_us)
+    # no variants above the size limit, nor with metis_variants=1
+    for seed in (Seed(memory=memory, metis_variants_max_nodes=g.num_nodes - 1), Seed(memory=memory, metis_variants=1)):
+        assert [k for k in seed(g, c, PlanState(assignment=base)).stats["seed"]["starts"] if "metis" in k] == [label]
 
 
 def test_independent_chains_spread_over_four_devices():
@@ -267,7 +297,7 @@ def test_seed_options_and_registry():
     for contention, labels in ((True, {"etf"}), (False, {"etf-nc"})):
         out = replace(seed, contention=contention)(g, c, zero)
         assert set(out.stats["seed"]["starts"]) == {"incoming"} | labels
-    assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == {"incoming", "metis", "sct"}
+    assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == {"incoming", "metis", "metis-var", "sct"}
     with pytest.raises(ValueError, match="unknown scheduler"):
         Seed(schedulers="sjf")(g, c, zero)
     with pytest.raises(ValueError, match="contention must be"):
@@ -355,8 +385,8 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
     """Under memory limits every scheduler runs plain and memory-aware: the start named ``heft`` is the plain
     HEFT plan and ``m-heft`` the memory-aware one (likewise ETF and CPOP), ``heft-nc`` and ``m-heft-nc`` the
     same without link contention, and the starts' figures come in the order the pass documents: the incoming
-    plan, then ``schedulers`` in order, then the list schedulers again without contention, then the ``m-``
-    variants of all of those (the order breaks ties between equal plans)."""
+    plan, then ``schedulers`` in order (``metis`` followed by ``metis-var``), then the list schedulers again
+    without contention, then the ``m-`` variants of all of those (the order breaks ties between equal plans)."""
     g, c = case
     c = c.with_memory(int(scale * single_device_peak(g)) + 1)
     seed = Seed()
@@ -372,7 +402,9 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
             assert np.array_equal(plan(mode + tag), _listsched.schedule(g, c, mode, contention=contention)[0])
             assert np.array_equal(plan(f"m-{mode}{tag}"),
                                   _listsched.schedule(g, c, mode, memory=True, contention=contention)[0])
-    labels = ["incoming"] + [label for label, *_ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes)]
-    assert labels == ["incoming", "heft", "etf", "cpop", "metis", "sct", "heft-nc", "etf-nc", "cpop-nc",
-                      "m-heft", "m-etf", "m-cpop", "m-metis", "m-sct", "m-heft-nc", "m-etf-nc", "m-cpop-nc"]
+    labels = ["incoming"] + [label for label, *_ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes,
+                                                                 True)]
+    assert labels == ["incoming", "heft", "etf", "cpop", "metis", "metis-var", "sct", "heft-nc", "etf-nc",
+                      "cpop-nc", "m-heft", "m-etf", "m-cpop", "m-metis", "m-metis-var", "m-sct", "m-heft-nc",
+                      "m-etf-nc", "m-cpop-nc"]
     assert list(out.stats["seed"]["starts"]) == labels
