@@ -83,8 +83,9 @@ class Seed:
     metis_variants: int = 8
     """Next to METIS's own partition (the ``metis`` start, the baseline's), the ``metis-var`` start is the best,
     by the simulator, of this many METIS partitions (`metis.variants`: other random seeds and imbalance
-    tolerances), on graphs up to ``metis_variants_max_nodes`` ops; 1: no such start. METIS's cut is only a
-    proxy for the step time: on 81 loose cases of the tuning data the best of 7 such partitions was 5.5%
+    tolerances; the first is METIS's own), on graphs up to ``metis_variants_max_nodes`` ops (labels ``-nc``
+    after them when ``contention`` is false); 1: no such start. METIS's cut is only a proxy for the step
+    time: on 81 loose cases of the tuning data the best of 7 partitions (METIS's own and 6 variants) was 5.5%
     shorter than METIS's own (geomean). Both starts are kept: a shorter start is not always the easier one to refine
     or to repair (replacing METIS's own partition by the variant lost feasibility in 3 tight tuning cases)."""
     metis_variants_max_nodes: int = 50_000
@@ -102,7 +103,8 @@ class Seed:
                 ) -> list[tuple[str, str, bool, bool]]:
         """``(label, scheduler, memory-aware, contention)`` of every start, in the order that breaks ties; with
         ``variants``, each METIS start is followed by the best of its variants (``metis-var``, `_metis`)."""
-        names = [s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()]
+        # a scheduler named twice runs once
+        names = list(dict.fromkeys(s.strip() for s in str(self.schedulers).replace(",", "+").split("+") if s.strip()))
         for s in names:
             if s not in STARTS:
                 raise ValueError(f"seed: unknown scheduler {s!r}; known: {', '.join(STARTS)}")
@@ -171,11 +173,12 @@ class Seed:
             t0 = time.perf_counter()
             mode, contend = members[0][1], members[0][3]
             if mode.startswith("metis"):       # METIS's own partition, then the best variant
+                var = [label for label, m, _, _ in members if m == "metis-var"]
                 own, best, i = self._metis(g, cluster, members[0][2], bounded,
-                                           int(self.metis_variants) if len(members) == 2 else 1)
+                                           int(self.metis_variants) if var else 1)
                 out = {members[0][0]: own}
-                if len(members) == 2:
-                    out[members[1][0]], variant[members[1][0]] = best, i
+                for label in var:
+                    out[label], variant[label] = best, i
             elif mode == "sct":
                 from ..baselines import sct     # scipy's LP solver loads only when it is used
                 favourite = sct.favourite_children(g, cluster)     # the LP once, for sct and m-sct

@@ -297,7 +297,14 @@ def test_seed_options_and_registry():
     for contention, labels in ((True, {"etf"}), (False, {"etf-nc"})):
         out = replace(seed, contention=contention)(g, c, zero)
         assert set(out.stats["seed"]["starts"]) == {"incoming"} | labels
-    assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == {"incoming", "metis", "metis-var", "sct"}
+    assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == \
+        {"incoming", "metis", "metis-var", "sct"}
+    # a scheduler named twice runs once, also above the variants' size limit
+    assert list(Seed(schedulers="metis+heft+metis")(g, c, zero).stats["seed"]["starts"]) == \
+        ["incoming", "metis", "metis-var", "heft", "heft-nc"]
+    out = Seed(schedulers="metis+metis", metis_variants_max_nodes=g.num_nodes - 1)(g, c, zero)
+    assert list(out.stats["seed"]["starts"]) == ["incoming", "metis"]
+    assert np.array_equal(dict(out.starts).get("metis", zero.assignment), PLACERS["metis"](g, c).assignment)
     with pytest.raises(ValueError, match="unknown scheduler"):
         Seed(schedulers="sjf")(g, c, zero)
     with pytest.raises(ValueError, match="contention must be"):
