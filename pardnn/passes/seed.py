@@ -30,7 +30,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..ir import OpGraph
-from ..machine import simulate
+from ..machine import Schedule, simulate
 from ..pipeline import PlanState
 from ..baselines import metis
 from . import _listsched
@@ -131,15 +131,16 @@ class Seed:
         return out
 
     def _metis(self, g: OpGraph, cluster: Cluster, memory: bool, bounded: bool, n: int
-               ) -> tuple[np.ndarray, np.ndarray, int]:
+               ) -> tuple[np.ndarray, np.ndarray, int, dict[int, Schedule]]:
         """METIS's own partition (the baseline's), the best of ``n`` partitions (`metis.variants`, the first by
-        the simulator's `plan_key`, then the variants' order) and that one's index."""
+        the simulator's `plan_key`, then the variants' order), that one's index, and the schedules of the two
+        by index (``simulate(..., memory=bounded)``; none when ``n`` is 1)."""
         plans = metis.assignments(g, cluster, memory=memory, runs=metis.variants(max(1, n)))
         if len(plans) == 1:
-            return plans[0], plans[0], 0
-        keys = [plan_key(simulate(g, cluster, dev, memory=bounded), bounded) + (i,) for i, dev in enumerate(plans)]
-        i = min(range(len(plans)), key=keys.__getitem__)
-        return plans[0], plans[i], i
+            return plans[0], plans[0], 0, {}
+        scheds = [simulate(g, cluster, dev, memory=bounded) for dev in plans]
+        i = min(range(len(plans)), key=lambda j: plan_key(scheds[j], bounded) + (j,))
+        return plans[0], plans[i], i, {0: scheds[0], i: scheds[i]}
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:
@@ -168,17 +169,19 @@ class Seed:
             jobs.setdefault(key, []).append((label, mode, mem, c))
 
         variant: dict[str, int] = {}     # the METIS variant each ``metis-var`` start took (`metis.variants`)
+        known: dict[str, Schedule] = {}  # starts a job already simulated as the pass scores them
 
         def run(members: list[tuple[str, str, bool, bool]]) -> tuple[dict[str, np.ndarray], float]:
             t0 = time.perf_counter()
             mode, contend = members[0][1], members[0][3]
             if mode.startswith("metis"):       # METIS's own partition, then the best variant
                 var = [label for label, m, _, _ in members if m == "metis-var"]
-                own, best, i = self._metis(g, cluster, members[0][2], bounded,
-                                           int(self.metis_variants) if var else 1)
+                own, best, i, sims = self._metis(g, cluster, members[0][2], bounded,
+                                                 int(self.metis_variants) if var else 1)
                 out = {members[0][0]: own}
+                known.update({members[0][0]: sims[0]} if sims else {})
                 for label in var:
-                    out[label], variant[label] = best, i
+                    out[label], variant[label], known[label] = best, i, sims[i]
             elif mode == "sct":
                 from ..baselines import sct     # scipy's LP solver loads only when it is used
                 favourite = sct.favourite_children(g, cluster)     # the LP once, for sct and m-sct
@@ -206,8 +209,11 @@ class Seed:
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
         runs = [i for i, same in distinct if same is None]
         workers = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
-        scheds = dict(zip(runs, map_in_order(lambda i: simulate(g, cluster, cands[i][1], memory=bounded),
-                                             runs, workers)))
+        def score(i: int) -> Schedule:
+            label, dev, _ = cands[i]
+            return known[label] if label in known else simulate(g, cluster, dev, memory=bounded)
+
+        scheds = dict(zip(runs, map_in_order(score, runs, workers)))
         scored = []
         figures = {}
         for i, same in distinct:

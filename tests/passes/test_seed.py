@@ -116,9 +116,13 @@ def test_the_metis_starts_are_metis_own_partition_and_the_best_of_its_variants(c
     assert np.array_equal(plans[0], base)
     keys = [plan_key(simulate(g, c, p, memory=bounded), bounded) for p in plans]
     first = min(range(8), key=lambda i: (keys[i], i))
-    own, best, which = Seed()._metis(g, c, memory, bounded, 8)
+    own, best, which, sims = Seed()._metis(g, c, memory, bounded, 8)
     assert np.array_equal(own, base) and which == first and np.array_equal(best, plans[first])
-    assert Seed()._metis(g, c, memory, bounded, 1)[2] == 0
+    # the schedules of the two, handed on so that the pass does not simulate them again
+    assert set(sims) == {0, first}
+    for j, s in sims.items():
+        assert np.array_equal(s.device, plans[j]) and plan_key(s, bounded) == keys[j]
+    assert Seed()._metis(g, c, memory, bounded, 1)[2:] == (0, {})
     # the pass: METIS's own partition, then the best variant, recorded with its index
     label = "m-metis" if memory else "metis"
     stats = Seed(memory=memory)(g, c, PlanState(assignment=base)).stats["seed"]["starts"]
