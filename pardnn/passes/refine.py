@@ -375,10 +375,11 @@ class Refine:
     kicks: bool = True
     """When descent stalls with budget left, perturb the best plan and descend again (iterated local search;
     never at the ``fast`` effort)."""
-    stale_kicks: int = 30
+    stale_kicks: int = 20
     """Stop after this many kicks in a row that did not improve the best plan (small graphs converge long
     before their budget is spent). On the tuning suite (graphs up to 12k ops) no search gained after more
-    than 20 such kicks, and 30 (100 before) left all 240 of its placements as they were."""
+    than 20 such kicks: 30 (100 before) left all 240 of its placements as they were, and 20 (30 before)
+    all 312 of today's suite (graphs up to 60k ops); 10 made 3 of them longer."""
     min_evals: int | None = None
     """The budget's floor on large graphs (default: the effort's times ``floor_share``; see `default_budget`)."""
     floor_share: float = 1.0
@@ -397,6 +398,11 @@ class Refine:
     """Remember what was simulated (quick makespans by assignment, rejected full judgements by plan and
     trial) so that a repeat costs no simulation; it still counts against the budget, so the plan is the
     same either way (off: to check exactly that)."""
+    skip_replays: bool = True
+    """Leave out the search on the best start's plan with the rest of the budget when it would only replay
+    that start's own search (which ended on its own, its best plan where its first descent ended: the same
+    descent, the same seeded kicks, no gain). The plan is the same either way (off: to check exactly that);
+    small graphs, whose searches converge long before the budget is spent, take less time."""
     only_if_changed: bool = False
     """Skip the pass when the pass before it left the assignment unchanged (`PlanState.changed`)."""
     threads: int | None = None
@@ -473,7 +479,10 @@ class Refine:
         if not valid:
             return state.with_stats(self.name, skipped=results[0]["skipped"])
         best = min(valid, key=lambda r: r["after_us"])     # ties: the earlier start
-        if len(starts) > 1 and budget - used > 0:
+        # the rest of the budget, for the best start's plan; not when it would only replay that start's search
+        # from its best plan (the same descent, the same kicks, no gain; a replay cut short by the budget ends
+        # no better), so the plan is the same without it
+        if len(starts) > 1 and budget - used > 0 and not (self.skip_replays and best["replays"]):
             more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded,
                                 memo=best["memo"], rejected=rejected)
             if more.get("skipped") is None and more["after_us"] <= best["after_us"]:
@@ -482,7 +491,7 @@ class Refine:
                 best = {**more, "before_us": best["before_us"]}
             used += more["evaluations"]
             simulated += more.get("simulated", 0)
-        stats = {k: v for k, v in best.items() if k not in ("assignment", "memo")}
+        stats = {k: v for k, v in best.items() if k not in ("assignment", "memo", "replays")}
         # ``simulated``: the evaluations that ran the simulator (the rest came from the memo)
         stats.update(evaluations=used, simulated=simulated, budget=budget, starts=len(starts))
         return state.replace(assignment=best["assignment"], makespan_us=best["after_us"],
@@ -514,6 +523,8 @@ class Refine:
         rng = np.random.default_rng(KICK_SEED)
         cur, cur_s = best, best_s
         stale = 0
+        best_kick = 0       # the kicks made before the best plan was found
+        converged = False   # the search ended on its own (not for the budget, the rounds' limit or a stop)
         while ev.evaluations < budget and not stop.is_set():
             cur, cur_s, cur_ms = self._descend(g, cluster, cm, mover, ev, cur, cur_s, budget, check_memory, kinds,
                                                totals, rejected, stop)
@@ -521,13 +532,17 @@ class Refine:
             if cur_ms < best_ms - 1e-9 and (not check_memory or cur_s.feasible):
                 best, best_s, best_ms = cur, cur_s, cur_ms
                 stale = 0
+                best_kick = totals["kicks"]
             else:
                 stale += 1
-            if ev.evaluations >= budget or not (self.kicks and EFFORTS[self.effort].kicks) \
-                    or stale > self.stale_kicks:
+            if ev.evaluations >= budget or stop.is_set():
+                break
+            if not (self.kicks and EFFORTS[self.effort].kicks) or stale > self.stale_kicks:
+                converged = totals["accepted"] < self.max_rounds
                 break
             kicked = self._kick(g, cluster, mover, best, best_s, rng)
             if kicked is None:
+                converged = totals["accepted"] < self.max_rounds
                 break
             totals["kicks"] += 1
             cur = kicked
@@ -536,7 +551,12 @@ class Refine:
                 "rounds": totals["rounds"],
                 "accepted": totals["accepted"], "kicks": totals["kicks"], "repairs": totals["repairs"],
                 "repaired": totals["repaired"], "moves": kinds, "before_us": start_ms,
-                "after_us": best_ms}
+                "after_us": best_ms,
+                # searching on from the best plan would replay this search: the best plan is where its first
+                # descent ended, every kick was made from it by the same seeded choices, and the memory checks
+                # would be the same (they are whenever this search checked memory: then its best plan fits)
+                "replays": converged and best_kick == 0 and (check_memory or not bounded
+                                                             or self.respect_memory is False)}
 
     def _kick(self, g, cluster, mover, dev, s, rng) -> np.ndarray | None:
         """A perturbation of ``dev``: a few units on or next to its critical chain, to random other devices."""

@@ -267,6 +267,37 @@ def test_remembering_changes_nothing_over_a_fixed_sweep_of_graphs_starts_and_bud
     assert compared == 480 and mixed >= 5
 
 
+def test_leaving_out_a_replayed_search_changes_nothing_but_the_time():
+    """When the best start's search ended on its own with its best plan where its first descent ended,
+    searching on from that plan with the rest of the budget would replay it (the same descent, the same
+    seeded kicks): the pass leaves that search out. Over a fixed sweep of graphs, memory limits (so that
+    some starts fit and some do not), efforts and budgets, the plan and its step time are those of the pass
+    that runs the replay, the evaluations never more, and the replay is left out in many cases."""
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    rng = np.random.default_rng(20261128)
+    compared = skipped = 0
+    for case in range(40):
+        g, c = _seeded_graph(rng)
+        scale = (0.35, 0.5, 0.7, None)[case % 4]
+        cl = c if scale is None else c.with_memory(max(1, int(scale * single_device_peak(g))))
+        spec = ("slice,map,seed", "slice,map,seed,memory", "slice,map,memory")[case % 3]
+        state, _ = parse_pipeline(spec).run(g, cl, PlanState())
+        for respect, evals, effort, stale in (("auto", 60, "default", 30), (True, 600, "default", 30),
+                                              ("auto", 3000, "default", 2), (False, 400, "fast", 30),
+                                              (True, 2000, "best", 1), (False, 2000, "default", 1)):
+            on, off = (Refine(max_evals=evals, respect_memory=respect, effort=effort, stale_kicks=stale,
+                              skip_replays=r)(g, cl, state) for r in (True, False))
+            assert np.array_equal(on.assignment, off.assignment), (case, respect, evals, effort)
+            assert on.makespan_us == off.makespan_us
+            used = [x.stats["refine"].get("evaluations", 0) for x in (on, off)]
+            assert used[0] <= used[1]
+            skipped += used[0] < used[1]
+            compared += 1
+    assert compared == 240 and skipped >= 12, skipped
+
+
 def test_the_plan_is_the_same_on_any_number_of_threads():
     """The starts' searches run on threads at once (each with its own memo; the rejections shared): the
     plan and every figure but ``simulated`` are those of the searches run one after the other, with and
