@@ -6,21 +6,41 @@ The core types and entry points::
     g = load_graph("sample_graphs/pardnn_vgg16.json.gz")
     plan, schedule = partition(g, Cluster.homogeneous(4, memory_bytes=2**31))
     print(schedule.makespan_us, schedule.peak_bytes)
+
+The names below load their modules on first use (PEP 562), so ``import pardnn`` alone loads nothing heavy:
+the ``pardnn`` program (`pardnn._entry`) starts inside the package and only then loads numpy, numba and
+scipy, where a Ctrl-C must end like one during a command.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from .api import evaluate, partition  # noqa: E402
-from .cluster import Cluster, Device, load_cluster, save_cluster  # noqa: E402
-from .errors import (GraphError, InfeasibleError, InputError, PardnnError,  # noqa: E402
-                     PlacementError)
-from .ir import GraphBuilder, OpGraph, graph_from_networkx, load_graph, save_graph  # noqa: E402
-from .machine import Schedule, simulate, single_device_peak  # noqa: E402
-from .placement import Placement, load_placement, save_placement  # noqa: E402
+_EXPORTS = {
+    "evaluate": "api", "partition": "api",
+    "Cluster": "cluster", "Device": "cluster", "load_cluster": "cluster", "save_cluster": "cluster",
+    "GraphError": "errors", "InfeasibleError": "errors", "InputError": "errors", "PardnnError": "errors",
+    "PlacementError": "errors",
+    "GraphBuilder": "ir", "OpGraph": "ir", "graph_from_networkx": "ir", "load_graph": "ir", "save_graph": "ir",
+    "Schedule": "machine", "simulate": "machine", "single_device_peak": "machine",
+    "Placement": "placement", "load_placement": "placement", "save_placement": "placement",
+}
+"""Each public name and the module (under `pardnn`) that defines it."""
 
-__all__ = [
-    "Cluster", "Device", "GraphBuilder", "GraphError", "InfeasibleError", "InputError", "OpGraph",
-    "PardnnError", "Placement", "PlacementError", "Schedule", "evaluate", "graph_from_networkx",
-    "load_cluster", "load_graph", "load_placement", "partition", "save_cluster", "save_graph",
-    "save_placement", "simulate", "single_device_peak", "__version__",
-]
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pardnn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value     # later lookups find it directly
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

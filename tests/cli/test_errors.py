@@ -322,6 +322,38 @@ def test_ctrl_c_stops_a_partition_at_once_with_one_line_and_no_output(tmp_path):
     assert took < 10, took
 
 
+@pytest.mark.parametrize("delay", [0.1, 0.25, 0.45])
+def test_ctrl_c_while_the_program_loads_its_libraries_is_one_line_not_a_traceback(tmp_path, delay):
+    """The ``pardnn`` program (`pardnn._entry`) loads numpy, numba and scipy (about a second here) before any
+    command runs: SIGINT then, as later, ends with 'pardnn: interrupted' alone on stderr, exit 130 and no
+    output (the program used to start in `pardnn.cli`, whose imports printed a KeyboardInterrupt traceback
+    at these delays and died by the signal)."""
+    import signal
+    import time
+
+    out = tmp_path / "p.json"
+    proc = subprocess.Popen([sys.executable, "-c", "from pardnn._entry import main; main()", "partition", str(VGG),
+                             "-k", "4", "-o", str(out)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert (proc.returncode, err) == (130, "pardnn: interrupted\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_importing_pardnn_loads_nothing_heavy_until_a_name_is_used():
+    """``import pardnn`` (which the program's entry point does first) loads neither numpy nor numba; the public
+    names load their modules on first use and are the API objects."""
+    code = ("import sys, pardnn; heavy = [m for m in ('numpy', 'numba', 'scipy') if m in sys.modules]; "
+            "f = pardnn.partition; from pardnn.api import partition; "
+            "print(heavy, f is partition, 'numpy' in sys.modules, sorted(set(pardnn.__all__) - set(dir(pardnn))))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[] True True []", r.stdout + r.stderr
+
+
 def test_an_interrupt_inside_a_compiled_kernel_is_an_interrupt_not_a_failed_pass():
     """numba's dispatcher turns a Ctrl-C that lands while a kernel runs into ``SystemError: ... returned a
     result with an exception set``, the KeyboardInterrupt at the end of its causes: the pipeline raises it
