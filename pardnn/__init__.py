@@ -15,9 +15,17 @@ scipy, where a Ctrl-C must end like one during a command.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:   # what a type checker sees: the names themselves (at run time they load on first use)
+    from .api import evaluate, partition
+    from .cluster import Cluster, Device, load_cluster, save_cluster
+    from .errors import GraphError, InfeasibleError, InputError, PardnnError, PlacementError
+    from .ir import GraphBuilder, OpGraph, graph_from_networkx, load_graph, save_graph
+    from .machine import Schedule, simulate, single_device_peak
+    from .placement import Placement, load_placement, save_placement
 
 _EXPORTS = {
     "evaluate": "api", "partition": "api",
@@ -33,11 +41,21 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    """A public name, loaded with its module; or a submodule (``pardnn.machine`` after ``import pardnn``, as
+    when the package loaded them all at once)."""
     module = _EXPORTS.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    elif name.startswith("__"):
         raise AttributeError(f"module 'pardnn' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise       # the submodule exists but needs something missing: say what
+            raise AttributeError(f"module 'pardnn' has no attribute {name!r}") from None
     globals()[name] = value     # later lookups find it directly
     return value
 

@@ -352,6 +352,14 @@ def test_importing_pardnn_loads_nothing_heavy_until_a_name_is_used():
             "print(heavy, f is partition, 'numpy' in sys.modules, sorted(set(pardnn.__all__) - set(dir(pardnn))))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[] True True []", r.stdout + r.stderr
+    # submodules are attributes after ``import pardnn`` alone, as when the package loaded them all at once
+    code = ("import pardnn; from pardnn.machine import simulate; print(pardnn.machine.simulate is simulate); "
+            "print(hasattr(pardnn, 'no_such_module'))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["True", "False"], r.stdout + r.stderr
+    from pardnn import _entry, errors
+
+    assert _entry.EXIT_INTERRUPTED == errors.EXIT_INTERRUPTED
 
 
 def test_an_interrupt_inside_a_compiled_kernel_is_an_interrupt_not_a_failed_pass():
