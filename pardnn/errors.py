@@ -72,13 +72,19 @@ def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
             _SIGINT_SEEN.clear()
 
 
+def interrupt_seen() -> bool:
+    """Whether SIGINT came within `watching_interrupts` (even where whatever it interrupted swallowed the
+    KeyboardInterrupt, as Python does in callbacks and finalisers: "Exception ignored in ...")."""
+    return bool(_SIGINT_SEEN)
+
+
 def interrupted(exc: BaseException) -> bool:
     """Whether ``exc`` is, or was caused by, a KeyboardInterrupt, or SIGINT came (within
     `watching_interrupts`). A Ctrl-C that lands while a compiled kernel runs reaches Python as ``SystemError:
     CPUDispatcher(...) returned a result with an exception set`` (numba's dispatcher), with the
     KeyboardInterrupt at the end of its chain of causes; one that lands while numba unboxes an argument, as
     ``TypeError: can't unbox ...``, with no trace of it at all."""
-    if _SIGINT_SEEN:
+    if interrupt_seen():
         return True
     seen: set[int] = set()
     e: BaseException | None = exc

@@ -537,10 +537,8 @@ class Refine:
                 stale += 1
             if ev.evaluations >= budget or stop.is_set():
                 break
-            if not (self.kicks and EFFORTS[self.effort].kicks) or stale > self.stale_kicks:
-                converged = totals["accepted"] < self.max_rounds
-                break
-            kicked = self._kick(g, cluster, mover, best, best_s, rng)
+            kicking = self.kicks and EFFORTS[self.effort].kicks and stale <= self.stale_kicks
+            kicked = self._kick(g, cluster, mover, best, best_s, rng) if kicking else None
             if kicked is None:
                 converged = totals["accepted"] < self.max_rounds
                 break

@@ -179,7 +179,8 @@ class Seed:
                 own, best, i, sims = self._metis(g, cluster, members[0][2], bounded,
                                                  int(self.metis_variants) if var else 1)
                 out = {members[0][0]: own}
-                known.update({members[0][0]: sims[0]} if sims else {})
+                if sims:
+                    known[members[0][0]] = sims[0]
                 for label in var:
                     out[label], variant[label], known[label] = best, i, sims[i]
             elif mode == "sct":
