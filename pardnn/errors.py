@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from typing import Iterator
 
@@ -45,7 +46,8 @@ _SIGINT_SEEN: list[bool] = []
 @contextlib.contextmanager
 def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
     """While the block runs, SIGINT (Ctrl-C) raises KeyboardInterrupt, as Python's own handler does, and is
-    remembered for `interrupted`; a second one while the first is handled is ignored (the command is already
+    remembered for `interrupted` and `check_interrupt` (also where a callback or finaliser swallowed the
+    KeyboardInterrupt, which is then not shown as "Exception ignored in ..."); a second one while the first is handled is ignored (the command is already
     ending: it would only print a traceback from its exit handlers). After the block the previous handler is
     back and nothing is remembered, unless ``for_good`` (the ``pardnn`` program, which exits next, keeps
     ignoring a second Ctrl-C once one came). Outside the main thread, where no handler can be set, nothing
@@ -60,16 +62,32 @@ def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
         _SIGINT_SEEN.append(True)
         raise KeyboardInterrupt
 
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info):    # a Ctrl-C that a finaliser or callback swallowed: remembered already, not shown
+        if not (_SIGINT_SEEN and isinstance(info.exc_value, KeyboardInterrupt)):
+            previous_hook(info)
+
     _SIGINT_SEEN.clear()
     previous = signal.signal(signal.SIGINT, handler)
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         if for_good and _SIGINT_SEEN:       # the program ends now: a second Ctrl-C changes nothing
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         else:
             signal.signal(signal.SIGINT, previous)
             _SIGINT_SEEN.clear()
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if SIGINT came within `watching_interrupts`, even where whatever it
+    interrupted swallowed it. Called before an output lands, so that such a Ctrl-C still leaves nothing
+    written."""
+    if _SIGINT_SEEN:
+        raise KeyboardInterrupt
 
 
 def interrupt_seen() -> bool:

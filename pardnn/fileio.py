@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import InputError, OutputError
+from .errors import InputError, OutputError, check_interrupt
 
 
 def _is_gzip(path: Path) -> bool:
@@ -121,6 +121,11 @@ def output_transaction() -> Iterator[None]:
         _discard(staged)
         raise
     _STAGED.reset(token)
+    try:
+        check_interrupt()   # a Ctrl-C that something swallowed (a callback, a finaliser): still nothing lands
+    except BaseException:
+        _discard(staged)
+        raise
     _commit(staged)
 
 
@@ -252,6 +257,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
         if staged is not None:
             staged.files.append((tmp, p))
             return p
+        check_interrupt()
         os.replace(tmp, p)
     except BaseException as exc:
         if tmp is not None:

@@ -24,7 +24,7 @@ import click
 
 from .. import __version__
 from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MEMORY,
-                      EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError, interrupted,
+                      EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError, check_interrupt, interrupted,
                       watching_interrupts)
 from ..progress import Progress, stages_at_memory_error
 
@@ -74,7 +74,9 @@ def _silence_stdout() -> None:
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            check_interrupt()   # a Ctrl-C that something swallowed (a callback, a finaliser): exit 130 all the same
+            return result
         except PardnnError as exc:
             if interrupted(exc):    # a failure Ctrl-C caused (in a pass, a compiled kernel)
                 raise _Interrupted() from None

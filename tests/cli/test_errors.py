@@ -344,6 +344,42 @@ def test_ctrl_c_while_the_program_loads_its_libraries_is_one_line_not_a_tracebac
     assert list(tmp_path.iterdir()) == []
 
 
+_SWALLOWED_CTRL_C = """
+import os, signal, sys
+import pardnn.cli.partition as command
+from pardnn.cli import main
+
+class Finaliser:    # Python ignores an exception raised in a finaliser ("Exception ignored in ...")
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):       # the handler runs at the next bytecode boundary, still in here
+            pass
+
+placing = command.run_partition
+def run_partition(*args, **kwargs):
+    Finaliser()
+    return placing(*args, **kwargs)
+
+command.run_partition = run_partition
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("outputs", [["-o", "p.json"], ["-o", "p.json", "--place", "p.place", "--report", "r.html"],
+                                     ["-o", "p.json", "--json"]])
+def test_a_ctrl_c_that_a_callback_swallows_still_ends_the_command_with_nothing_written(tmp_path, outputs):
+    """A Ctrl-C can land where Python ignores exceptions: a finaliser, or the callback through which
+    llvmlite reports while numba compiles. The command then used to go on, write its outputs and exit 0
+    (with an "Exception ignored" traceback). Now: one line, exit 130, no file; nothing written to stdout but
+    what the command printed before the outputs were due (here nothing). Here the SIGINT is real, sent from a finaliser
+    that runs while the partition starts."""
+    (tmp_path / "v.json.gz").write_bytes(VGG.read_bytes())
+    r = subprocess.run([sys.executable, "-c", _SWALLOWED_CTRL_C, "partition", "v.json.gz", "-k", "2", *outputs],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (r.returncode, r.stderr, r.stdout) == (130, "pardnn: interrupted\n", ""), r
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.json.gz"]
+
+
 def test_importing_pardnn_loads_nothing_heavy_until_a_name_is_used():
     """``import pardnn`` (which the program's entry point does first) loads neither numpy nor numba; the public
     names load their modules on first use and are the API objects."""
