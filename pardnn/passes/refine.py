@@ -140,14 +140,21 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
 
 
-@dataclass(frozen=True, eq=False)
 class _Move:
-    gain: float
-    nodes: tuple[int, ...] | np.ndarray
-    """Representative nodes; their whole units move. A path segment is one array shared by every move
-    that names it (never copied per move), so proposals stay O(V + E) however long the chain."""
-    target: int
-    label: str
+    """A proposed move: the units of ``nodes`` to device ``target``, with its estimated ``gain``.
+
+    ``nodes`` are representative nodes; their whole units move. A path segment is one array shared by every
+    move that names it (never copied per move), so proposals stay O(V + E) however long the chain. (A plain
+    class with slots: a search makes tens of thousands, and a frozen dataclass's constructor costs twice
+    as much.)"""
+
+    __slots__ = ("gain", "nodes", "target", "label")
+
+    def __init__(self, gain: float, nodes: tuple[int, ...] | np.ndarray, target: int, label: str):
+        self.gain = gain
+        self.nodes = nodes
+        self.target = target
+        self.label = label
 
     def head(self) -> tuple[int, ...]:
         """The first four nodes (a tie-break when proposals are sorted)."""
@@ -209,26 +216,31 @@ class _Mover:
 
     def expand(self, moves: list[_Move]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``moves`` as `Evaluator.first_shorter` takes them: ``(ptr, ops, target)``, move ``i`` putting ops
-        ``ops[ptr[i]:ptr[i + 1]]`` (the units of its nodes, pinned units left out) on ``target[i]``."""
-        units: list = []
-        for m in moves:
-            n = m.nodes
-            if len(n) == 1:
-                units.append(self.unit[int(n[0])])
-            else:
-                units.append(np.unique(self.unit[np.asarray(n, dtype=np.int64)]))
-        per = [np.atleast_1d(u) for u in units]
-        lens = np.fromiter((u.size for u in per), dtype=np.int64, count=len(per))
-        flat = np.concatenate(per).astype(np.int64) if per else np.empty(0, dtype=np.int64)
+        ``ops[ptr[i]:ptr[i + 1]]`` (the units of its nodes in ascending order, pinned units left out) on
+        ``target[i]``."""
+        n = len(moves)
+        lens = np.fromiter((len(m.nodes) for m in moves), dtype=np.int64, count=n)
+        one = lens == 1
+        nodes = np.empty(int(lens.sum()), dtype=np.int64)
+        at = np.concatenate([[0], np.cumsum(lens)])
+        nodes[at[:-1][one]] = np.fromiter((m.nodes[0] for m, o in zip(moves, one.tolist()) if o), dtype=np.int64,
+                                          count=int(one.sum()))
+        for i in np.flatnonzero(~one).tolist():
+            nodes[at[i]:at[i + 1]] = moves[i].nodes
+        owner = np.repeat(np.arange(n), lens)
+        flat = self.unit[nodes].astype(np.int64)
+        order = np.lexsort((flat, owner))        # by move, then unit: each move's units ascending
+        owner, flat = owner[order], flat[order]
         keep = ~self.pinned_unit[flat]
-        owner = np.repeat(np.arange(len(per)), lens)[keep]
-        flat = flat[keep]
+        if flat.size:
+            keep[1:] &= (flat[1:] != flat[:-1]) | (owner[1:] != owner[:-1])    # a unit once per move
+        owner, flat = owner[keep], flat[keep]
         sizes = self.unit_ptr[flat + 1] - self.unit_ptr[flat]
         ops = self.unit_members[np.repeat(self.unit_ptr[flat] - np.cumsum(np.concatenate([[0], sizes[:-1]])), sizes)
                                 + np.arange(int(sizes.sum()))] if flat.size else np.empty(0, dtype=np.int64)
-        ptr = np.zeros(len(per) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner, weights=sizes, minlength=len(per)).astype(np.int64), out=ptr[1:])
-        target = np.fromiter((m.target for m in moves), dtype=np.int64, count=len(moves))
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, weights=sizes, minlength=n).astype(np.int64), out=ptr[1:])
+        target = np.fromiter((m.target for m in moves), dtype=np.int64, count=n)
         return ptr, np.ascontiguousarray(ops, dtype=np.int64), target
 
     def apply(self, dev: np.ndarray, nodes, target: int) -> np.ndarray | None:

@@ -427,11 +427,17 @@ def test_the_compiled_move_loop_tries_moves_exactly_as_one_at_a_time():
         dev = state.assignment.copy()
         moves = path_moves(g, cm, dev, mover, c.num_devices) + unit_moves(g, cm, dev, mover, c.num_devices)
         moves += [_Move(0.0, (int(v),), int(dev[v]), "no change") for v in rng.choice(g.num_nodes, 3)]
+        moves += [_Move(0.0, tuple(int(v) for v in rng.choice(g.num_nodes, 4)), int(rng.integers(c.num_devices)),
+                        "nodes, some twice") for _ in range(3)]
         moves = [moves[i] for i in rng.permutation(len(moves))]
         batch = mover.expand(moves)
         for m, i in zip(moves, range(len(moves))):      # the same ops as `_Mover.apply` moves
             trial = mover.apply(dev, m.nodes, m.target)
             ops = batch[1][batch[0][i]:batch[0][i + 1]]
+            units = np.unique(mover.unit[np.asarray(m.nodes, dtype=np.int64)])
+            units = units[~mover.pinned_unit[units]]    # each unpinned unit once, ascending, members in order
+            assert ops.tolist() == [int(v) for u in units.tolist() for v in mover.members(u)]
+            assert batch[2][i] == m.target
             if trial is None:
                 assert np.all(dev[ops] == m.target)
             else:
