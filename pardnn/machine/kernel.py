@@ -749,15 +749,26 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
     return -1, count, np.inf, n, sims
 
 
+if HAVE_NUMBA:
+    from numba import types as _types
+    from numba.typed import Dict as _Dict
+
+    _MEMO_KEY = _types.UniTuple(_types.uint64, 2)
+
+    @njit
+    def _empty_memo():
+        """A typed dict made in compiled code, which numba caches on disk: ``Dict.empty`` called from
+        Python compiles the dict's constructor anew in every process (0.15-0.35 s of each command that
+        refines a plan)."""
+        return _Dict.empty(key_type=_MEMO_KEY, value_type=_types.float64)
+
+
 def new_memo():
     """An empty memo for `first_shorter` and `Evaluator.quick_makespan`: makespan by `assignment_key` (a
     numba typed dict, which compiled code can use; a plain dict when the kernels run as plain Python)."""
     if not HAVE_NUMBA:
         return {}
-    from numba import types
-    from numba.typed import Dict
-
-    return Dict.empty(key_type=types.UniTuple(types.uint64, 2), value_type=types.float64)
+    return _empty_memo()
 
 
 def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,

@@ -481,6 +481,10 @@ def test_a_repeated_simulation_is_remembered_not_rerun(monkeypatch):
     assert again.makespan_us == first.makespan_us and again.peak_bytes.tolist() == first.peak_bytes.tolist()
     assert again.start_us.tolist() == first.start_us.tolist() and len(again.transfers) == len(first.transfers)
     assert again.device.tolist() == [0, 1, 0]
+    from dataclasses import fields
+    first.memory                                 # built on first use: each schedule builds its own
+    assert all(getattr(again, f.name) is getattr(first, f.name) for f in fields(first) if f.name != "device")
+    assert "memory" not in again.__dict__ and again.memory.bytes.tolist() == first.memory.bytes.tolist()
     dev[1] = 0                                   # the first caller's array, changed in place
     one = simulate(g, c, dev)
     assert len(calls) == 2 and len(one.transfers) == 0 and one.makespan_us == 6.0
