@@ -386,8 +386,8 @@ def summary_table(result: BenchResult) -> str:
 
 
 def write_outputs(result: BenchResult, outdir: Path) -> list[Path]:
-    """CSV and JSON of every row, the scaling table, and the makespan plot (when matplotlib is there)."""
-    outdir.mkdir(parents=True, exist_ok=True)
+    """CSV and JSON of every row, the scaling table, and the makespan plot (when matplotlib is there); the
+    first write makes ``outdir`` (removed again, in an output transaction, when the transaction fails)."""
     paths = []
     buf = io.StringIO()
     w = csv.writer(buf)

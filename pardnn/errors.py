@@ -47,11 +47,11 @@ _SIGINT_SEEN: list[bool] = []
 def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
     """While the block runs, SIGINT (Ctrl-C) raises KeyboardInterrupt, as Python's own handler does, and is
     remembered for `interrupted` and `check_interrupt` (also where a callback or finaliser swallowed the
-    KeyboardInterrupt, which is then not shown as "Exception ignored in ..."); a second one while the first is handled is ignored (the command is already
-    ending: it would only print a traceback from its exit handlers). After the block the previous handler is
-    back and nothing is remembered, unless ``for_good`` (the ``pardnn`` program, which exits next, keeps
-    ignoring a second Ctrl-C once one came). Outside the main thread, where no handler can be set, nothing
-    changes."""
+    KeyboardInterrupt, which is then not shown as "Exception ignored in ..."); a second one while the first
+    is handled is ignored (the command is already ending: it would only print a traceback from its exit
+    handlers). After the block nothing is remembered and the previous handler is back, unless ``for_good``
+    (the ``pardnn`` program, which exits next, keeps ignoring a second Ctrl-C once one came). Outside the
+    main thread, where no handler can be set, nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -79,7 +79,7 @@ def watching_interrupts(*, for_good: bool = False) -> Iterator[None]:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         else:
             signal.signal(signal.SIGINT, previous)
-            _SIGINT_SEEN.clear()
+        _SIGINT_SEEN.clear()    # (a caller that catches the program's SystemExit writes again)
 
 
 def check_interrupt() -> None:

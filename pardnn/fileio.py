@@ -121,36 +121,50 @@ def output_transaction() -> Iterator[None]:
         _discard(staged)
         raise
     _STAGED.reset(token)
-    try:
-        check_interrupt()   # a Ctrl-C that something swallowed (a callback, a finaliser): still nothing lands
-    except BaseException:
-        _discard(staged)
-        raise
     _commit(staged)
 
 
 def _commit(staged: _Staged) -> None:
-    """Rename every staged file over its target; on a failure put every earlier target back as it was."""
+    """Rename every staged file over its target; on a failure, or a Ctrl-C (also one that something
+    swallowed, noticed before the renames and again before the old contents' backups are dropped), put
+    every target back as it was and remove what was staged."""
     done: list[tuple[Path, str | None]] = []     # (target, its previous content's backup or None)
-    for i, (tmp, target) in enumerate(staged.files):
-        backup = None
-        try:
-            if target.exists() and not target.is_dir():
-                fd, backup = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
-                os.close(fd)
-                os.replace(target, backup)
-            os.replace(tmp, target)
-            done.append((target, backup))
-        except OSError as exc:
-            if backup is not None:
-                os.replace(backup, target)
-            for earlier, old in reversed(done):
-                if old is None:
-                    earlier.unlink(missing_ok=True)
-                else:
-                    os.replace(old, earlier)
-            _discard(_Staged(staged.files[i:], staged.made_dirs))
-            raise _failure(target, exc) from None
+    i = 0
+    try:
+        check_interrupt()
+        for i, (tmp, target) in enumerate(staged.files):
+            spare = backup = None       # the backup's file, and once the old content is in it, the backup
+            moved = False
+            try:
+                if target.exists() and not target.is_dir():
+                    fd, spare = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+                    os.close(fd)
+                    os.replace(target, spare)
+                    backup = spare
+                os.replace(tmp, target)
+                moved = True
+                done.append((target, backup))
+            except BaseException:       # undo this file's own steps (the earlier files' are undone below)
+                if not done or done[-1][0] is not target:
+                    if backup is not None:
+                        os.replace(backup, target)
+                    elif moved:
+                        target.unlink(missing_ok=True)
+                    elif spare is not None:
+                        Path(spare).unlink(missing_ok=True)
+                raise
+        i = len(staged.files)
+        check_interrupt()
+    except BaseException as exc:
+        for earlier, old in reversed(done):
+            if old is None:
+                earlier.unlink(missing_ok=True)
+            else:
+                os.replace(old, earlier)
+        _discard(_Staged(staged.files[i:], staged.made_dirs))
+        if isinstance(exc, OSError):
+            raise _failure(staged.files[i][1], exc) from None
+        raise
     for _, old in done:
         if old is not None:
             Path(old).unlink(missing_ok=True)
@@ -203,6 +217,21 @@ def _make_parents(directory: Path) -> list[Path]:
     return made
 
 
+@contextmanager
+def parents_made(directory: str | os.PathLike) -> Iterator[None]:
+    """Create ``directory`` and its missing ancestors for the block (unless a Ctrl-C came already, also one
+    something swallowed: `check_interrupt`); if the block fails, remove again the ones made that are still
+    empty. For outputs that are not `atomic_write`'s files (a SavedModel directory, renamed into place at
+    the end of the block)."""
+    check_interrupt()
+    made = _make_parents(Path(directory))
+    try:
+        yield
+    except BaseException:
+        _discard(_Staged([], made))
+        raise
+
+
 def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False) -> None:
     """Fail now, before any work, when an output cannot be written where it is asked for.
 
@@ -242,7 +271,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     directory = p.parent if str(p.parent) else Path(".")
     staged = _STAGED.get()
     tmp = None
+    made: list[Path] = []
     try:
+        check_interrupt()   # a Ctrl-C that something swallowed (a callback, a finaliser): nothing is made
         made = _make_parents(directory)
         if staged is not None:
             staged.made_dirs.extend(made)
@@ -265,6 +296,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        if staged is None:      # the directories made for it (a transaction removes its own at its end)
+            _discard(_Staged([], made))
         if isinstance(exc, OSError):
             raise _failure(p, exc) from None
         raise

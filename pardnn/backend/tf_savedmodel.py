@@ -32,7 +32,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import InputError, OutputError, RuntimeFailure
+from ..errors import InputError, OutputError, RuntimeFailure, check_interrupt
+from ..fileio import parents_made
 from ..frontends.tensorflow._tf import tf
 from ..frontends.tensorflow.model import TFModel, split_tensor_name
 from .tf_devices import devices_needed
@@ -73,7 +74,17 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     # written on a host without GPUs); the devices written into the graph are the requested ones.
     config = session_config(cpus=cpus, soft_placement=True)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        with parents_made(out.parent):
+            _save(model, out, graph, init_ops, init_feeds, inputs, outputs, saver, config)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
+    return out
+
+
+def _save(model: TFModel, out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config) -> None:
+    """`write_placed_savedmodel`'s writing, into ``out``'s existing parent: staged in a temporary directory
+    there, renamed into place at the end unless a Ctrl-C came (also one something swallowed)."""
+    try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as exc:
         raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
@@ -93,6 +104,7 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
             builder.add_meta_graph_and_variables(sess, list(TAGS), signature_def_map={SIGNATURE: sig},
                                                  saver=saver, clear_devices=False, strip_default_attrs=True)
             builder.save()
+        check_interrupt()
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
@@ -103,7 +115,6 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     finally:
         tf_log.setLevel(level)
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 def write_placed(model: TFModel, placed_gd, values: Mapping[str, np.ndarray] | None, out: str | Path) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..api import DEFAULT_METHOD, all_methods
+from ..errors import check_interrupt
 from ..fileio import atomic_write, check_writable, output_transaction
 from .options import check_report_path, list_of, write_bench_report
 
@@ -90,6 +91,7 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
                          scaling=scaling, scaling_max_nodes=scaling_max_nodes, max_nodes=max_nodes,
                          scaling_graphs=[x.strip() for x in scaling_graphs.split(",")] if scaling_graphs else None,
                          progress=ctx.obj["progress"])
+    check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     if tables:
         click.echo(B.case_tables(result))
     click.echo(B.summary_table(result))

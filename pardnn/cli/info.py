@@ -8,6 +8,7 @@ import click
 import numpy as np
 
 from ..analysis import critical_path
+from ..errors import check_interrupt
 from ..machine import single_device_peak
 from ..units import format_bytes, format_time
 from .options import echo_json, frontend_flags, frontend_options, make_frontend_options, read_input
@@ -62,6 +63,7 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
     if as_json:
         echo_json(summary)
         return
+    check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     rows = [
         ("graph", g.name),
         ("nodes", f"{g.num_nodes:,}"),

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..cluster import Cluster, Device, load_cluster
+from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
 from ..ir import OpGraph
@@ -48,6 +49,7 @@ def list_of(parse, text: str | None, what: str):
 
 
 def echo_json(obj: Any) -> None:
+    check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     click.echo(json.dumps(obj, indent=2))
 
 

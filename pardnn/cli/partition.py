@@ -10,7 +10,7 @@ import numpy as np
 
 from ..api import DEFAULT_METHOD, methods, partition as run_partition
 from ..cluster import Cluster
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..machine import simulate as run_sim
@@ -236,4 +236,5 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
         })
         echo_json(out)
         return
+    check_interrupt()
     click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
@@ -161,6 +162,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     read_seconds = time.perf_counter() - t0
     result = plan_devices(g, cluster, PlanSettings(counts=counts, effort=effort, rel_tol=tolerance, search=search),
                           progress=progress)
+    check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     if as_json:
         echo_json({**result.to_dict(), "read_seconds": read_seconds})
     else:

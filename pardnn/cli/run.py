@@ -20,7 +20,7 @@ import sys
 import click
 
 from ..backend.common import default_cluster
-from ..errors import InputError, MissingDependencyError, RuntimeFailure
+from ..errors import InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
@@ -252,6 +252,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
                                        rtol=rtol, atol=atol, **extra)
     if trace_path:
         write_json(trace_path, report.trace)
+    check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     if as_json:
         click.echo(run_json(report.to_dict()))
     else:
@@ -353,6 +354,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
     with ctx.obj["progress"].stage(f"writing {model} placed along {placement}"):
         _, summary = rewrite(model, placement, output, options=opts, device_kind=device_kind, tasks=tasks,
                              cluster_spec=cluster_spec)
+    check_interrupt()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

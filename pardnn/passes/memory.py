@@ -53,9 +53,6 @@ from ._kernels import unit_comm_sums
 HEURISTICS = ("auto", "knapsack", "residual")
 
 # Tuning constants of the repair loop (`FitMemory._repair`)
-SPLIT_PATIENCE = 4
-"""`memory_split` stops after this many rounds in a row that found no split with less overflow (the rounds
-then circle: synthetic 200k ops, K=8, tight: 10 rounds without a better split)."""
 SPLIT_AFTER_STUCK = 2
 """Rounds in a row without less overflow, after which the worst device's run is split at its peak."""
 GIVE_UP_AFTER_STUCK = 4
@@ -305,8 +302,7 @@ class _Stages:
 
 
 def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
-                 rounds: int = 12, fill: float = 0.995, sequential_max_nodes: int = 30_000,
-                 patience: int = SPLIT_PATIENCE) -> np.ndarray:
+                 rounds: int = 12, fill: float = 0.995, sequential_max_nodes: int = 30_000) -> np.ndarray:
     """Heuristic II's "split the path": cut the units into contiguous stages, one per device (the fastest
     first), each as long as the *simulated* peak of its device allows. Units are ordered by
     `pardnn.analysis.layer_anchors`, so a layer's forward, backward and update ops share a stage and
@@ -316,10 +312,9 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     each round simulates the whole split once and sets every stage's length (in bytes the units
     allocate) to where its device's peak would reach ``fill`` of its capacity, by the secant through the
     stage's last two (length, peak) points (proportionally at first, by bisection when the secant
-    leaves the bracket seen so far). The rounds stop when every device fits, the cuts stop moving, or
-    ``patience`` rounds in a row found no split with less overflow; the split with the least overflow
-    (then the shortest step) is returned. A round is one simulation, so the split costs at most
-    ``rounds`` simulations whatever the number of devices.
+    leaves the bracket seen so far). The rounds stop when every device fits or the cuts stop moving;
+    the split with the least overflow (then the shortest step) is returned. A round is one simulation,
+    so the split costs about ``rounds`` simulations whatever the number of devices.
 
     When that does not fit, on graphs up to ``sequential_max_nodes`` (where simulations are cheap) the
     cuts are placed one at a time instead (`sequential_split`, about six simulations a cut): the rounds
@@ -353,17 +348,13 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     over_lo = np.full(nd - 1, np.inf)                # the shortest seen to overflow
     best = None
     ends = cuts(lens)
-    stuck = 0
     for _ in range(rounds):
         dev = assignment(ends)
         s = ev.schedule(dev, memory=True)
         key = s.shortfall_key()
         if best is None or key < best[0]:
             best = (key, dev)
-            stuck = 0
-        else:
-            stuck += 1
-        if s.feasible or stuck >= patience:
+        if s.feasible:
             break
         starts = np.concatenate([[0], ends[:-1]])
         actual = cum[ends] - cum[starts]

@@ -346,8 +346,7 @@ def test_ctrl_c_while_the_program_loads_its_libraries_is_one_line_not_a_tracebac
 
 _SWALLOWED_CTRL_C = """
 import os, signal, sys
-import pardnn.cli.partition as command
-from pardnn.cli import main
+from pardnn.cli import info, main, partition, plan, report
 
 class Finaliser:    # Python ignores an exception raised in a finaliser ("Exception ignored in ...")
     def __del__(self):
@@ -355,29 +354,82 @@ class Finaliser:    # Python ignores an exception raised in a finaliser ("Except
         for _ in range(1000):       # the handler runs at the next bytecode boundary, still in here
             pass
 
-placing = command.run_partition
-def run_partition(*args, **kwargs):
-    Finaliser()
-    return placing(*args, **kwargs)
-
-command.run_partition = run_partition
+for command in (info, partition, plan, report):
+    def read_input(*args, _read=command.read_input, **kwargs):
+        Finaliser()
+        return _read(*args, **kwargs)
+    command.read_input = read_input
 main(sys.argv[1:])
 """
 
 
-@pytest.mark.parametrize("outputs", [["-o", "p.json"], ["-o", "p.json", "--place", "p.place", "--report", "r.html"],
-                                     ["-o", "p.json", "--json"]])
-def test_a_ctrl_c_that_a_callback_swallows_still_ends_the_command_with_nothing_written(tmp_path, outputs):
+@pytest.mark.parametrize("args", [
+    ["partition", "v.json.gz", "-k", "2", "-o", "p.json"],
+    ["partition", "v.json.gz", "-k", "2", "-o", "out/p.json", "--place", "p.place", "--report", "r.html"],
+    ["partition", "v.json.gz", "-k", "2", "-o", "p.json", "--json"],
+    ["simulate", "g.json", "g.place", "--json", "--trace", "new/dir/t.json"],
+    ["report", "g.json", "g.place", "-o", "new/r.html"],
+    ["plan", "g.json", "--devices", "1,2", "--json"],
+    ["info", "g.json"],
+])
+def test_a_ctrl_c_that_a_callback_swallows_still_ends_the_command_with_nothing_written(tmp_path, args):
     """A Ctrl-C can land where Python ignores exceptions: a finaliser, or the callback through which
-    llvmlite reports while numba compiles. The command then used to go on, write its outputs and exit 0
-    (with an "Exception ignored" traceback). Now: one line, exit 130, no file; nothing written to stdout but
-    what the command printed before the outputs were due (here nothing). Here the SIGINT is real, sent from a finaliser
-    that runs while the partition starts."""
+    llvmlite reports while numba compiles. The command then used to go on, write its outputs (or print its
+    result) and exit 0, with an "Exception ignored" traceback. Now: one line, exit 130, no file, no
+    directory made for one, nothing on stdout. Here the SIGINT is real, sent from a finaliser that runs
+    while the command reads its input."""
     (tmp_path / "v.json.gz").write_bytes(VGG.read_bytes())
-    r = subprocess.run([sys.executable, "-c", _SWALLOWED_CTRL_C, "partition", "v.json.gz", "-k", "2", *outputs],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1, "output_bytes": 8},
+                                                 {"name": "b", "time_us": 2, "output_bytes": 8}], [("a", "b")]))
+    (tmp_path / "g.place").write_text("a 0\nb 1\n")
+    before = snapshot(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _SWALLOWED_CTRL_C, *args], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
     assert (r.returncode, r.stderr, r.stdout) == (130, "pardnn: interrupted\n", ""), r
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.json.gz"]
+    assert snapshot(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "g.place",
+                                                                                            "v.json.gz"]
+
+
+def test_an_output_transaction_puts_everything_back_when_a_ctrl_c_comes_during_its_renames(tmp_path):
+    """The renames that end an output transaction: a Ctrl-C (raised, or swallowed by a finaliser and
+    remembered) after some have landed puts every target back as it was, old contents included, and
+    removes the rest and the directories made for them."""
+    import signal
+
+    from pardnn import fileio
+    from pardnn.errors import watching_interrupts
+
+    (tmp_path / "old.txt").write_text("old\n")
+    real = os.replace
+    for swallowed in (False, True):
+        calls = []
+
+        def replace(a, b, *rest):
+            calls.append(b)
+            real(a, b)
+            if len(calls) == 3:     # a.txt in place, old.txt backed up and replaced
+                if swallowed:
+                    class Finaliser:
+                        def __del__(self):
+                            os.kill(os.getpid(), signal.SIGINT)
+                            for _ in range(1000):
+                                pass
+                    Finaliser()
+                else:
+                    raise KeyboardInterrupt
+
+        fileio.os.replace = replace
+        try:
+            with pytest.raises(KeyboardInterrupt), watching_interrupts():
+                with fileio.output_transaction():
+                    fileio.atomic_write(tmp_path / "made" / "a.txt", "a")
+                    fileio.atomic_write(tmp_path / "old.txt", "new")
+                    fileio.atomic_write(tmp_path / "b.txt", "b")
+        finally:
+            fileio.os.replace = real
+        assert len(calls) >= 3
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["old.txt"], swallowed
+        assert (tmp_path / "old.txt").read_text() == "old\n"
 
 
 def test_importing_pardnn_loads_nothing_heavy_until_a_name_is_used():
@@ -460,6 +512,15 @@ def test_ctrl_c_is_remembered_only_while_a_command_runs_and_only_in_the_main_thr
                 raise
     assert signal.getsignal(signal.SIGINT) is before
     assert not interrupted(ValueError("a later failure")) and interrupted(KeyboardInterrupt())
+    from pardnn.errors import interrupt_seen
+    try:        # the program's own block: a Ctrl-C leaves SIGINT ignored (it exits next), but not remembered
+        with pytest.raises(KeyboardInterrupt), watching_interrupts(for_good=True):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and not interrupt_seen()
+    finally:
+        signal.signal(signal.SIGINT, before)
     codes = []
 
     def run():

@@ -112,43 +112,6 @@ def test_memory_split_fits_wherever_a_contiguous_split_does(case):
     assert np.all(np.diff(dev) >= 0)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chains_with_skips(), st.floats(0.5, 1.0), st.integers(1, 4))
-def test_memory_split_stops_after_patience_rounds_without_a_better_split(case, shrink, patience):
-    """Property: the joint rounds are deterministic, so a split with ``patience`` runs a prefix of the
-    rounds one without it (patience 12, the rounds' limit) runs, ending exactly after the first
-    ``patience`` rounds in a row whose split overflows no less than the best so far (or at a fitting
-    split, or where the long run ends), and returns that prefix's best split. The capacity is cut to
-    ``shrink`` of one that fits, so often nothing fits and the rounds circle."""
-    g, c = case
-    c = Cluster.homogeneous(c.num_devices, memory_bytes=max(1, int(c.devices[0].memory_bytes * shrink)))
-
-    class Recording(Evaluator):
-        def schedule(self, dev, *, memory=False):
-            s = super().schedule(dev, memory=memory)
-            self.keys.append((s.shortfall_key(), dev.copy()))
-            return s
-
-    long_run, short = Recording(g, c), Recording(g, c)
-    long_run.keys, short.keys = [], []
-    memory_split(g, c, long_run, sequential_max_nodes=-1, patience=12)
-    dev = memory_split(g, c, short, sequential_max_nodes=-1, patience=patience)
-    n = len(short.keys)
-    assert [k for k, _ in short.keys] == [k for k, _ in long_run.keys[:n]]
-    best, stuck, stop = None, 0, len(long_run.keys)
-    for i, (key, _) in enumerate(long_run.keys):
-        if best is None or key < best:
-            best, stuck = key, 0
-        else:
-            stuck += 1
-        if key[0] <= 0 or stuck >= patience:
-            stop = min(stop, i + 1)
-            break
-    assert n == stop
-    first_best = min(range(n), key=lambda i: short.keys[i][0])
-    assert dev.tolist() == short.keys[first_best][1].tolist()
-
-
 def test_memory_pass_keeps_the_fastest_fitting_candidate_and_hands_on_the_others():
     """The chain of `test_memory_split_cuts_where_the_simulated_peak_fits`: 150 B persistent per op,
     3 devices of 700 B. Every candidate (repair, split, compact) is scored; the chosen one is the
