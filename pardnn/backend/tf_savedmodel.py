@@ -75,13 +75,13 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     config = session_config(cpus=cpus, soft_placement=True)
     try:
         with parents_made(out.parent):
-            _save(model, out, graph, init_ops, init_feeds, inputs, outputs, saver, config)
+            _save(out, graph, init_ops, init_feeds, inputs, outputs, saver, config)
     except OSError as exc:
         raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
     return out
 
 
-def _save(model: TFModel, out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config) -> None:
+def _save(out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config) -> None:
     """`write_placed_savedmodel`'s writing, into ``out``'s existing parent: staged in a temporary directory
     there, renamed into place at the end unless a Ctrl-C came (also one something swallowed)."""
     try:
