@@ -37,17 +37,43 @@ this many nodes plus edges on. Below it a piece takes a millisecond or less and 
 thread that runs out of memory can end the process without a word: under a 1 GiB address-space limit, the
 map pass at K=4096 on VGG-16 (687 ops) died with "cannot allocate memory for thread-local data: ABORT"
 (exit 127) where one thread reports the pass that ran out of memory (exit 8)."""
+PIECES_UP_TO = 6e5
+"""Those passes (map, seed) run their pieces on threads up to this many nodes plus edges (not only up to
+`THREADS_UP_TO`): a piece holds one plan's kernel arrays while it runs, and the pass's peak stays under
+refinement's."""
 
 
-def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0) -> int:
+def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0,
+                largest: float = THREADS_UP_TO) -> int:
     """Threads for ``jobs`` pieces: ``threads`` when given (1 or less: one after the other), else as many as
-    there are pieces, at most the usable CPUs, and one on a graph ``g`` above `THREADS_UP_TO` nodes plus
-    edges or below ``smallest``."""
+    there are pieces, at most the usable CPUs, and one on a graph ``g`` above ``largest`` nodes plus edges
+    or below ``smallest``."""
     if threads is not None:
         return max(1, min(jobs, int(threads)))
-    if g is not None and not smallest <= g.num_nodes + g.num_edges <= THREADS_UP_TO:
+    if g is not None and not smallest <= g.num_nodes + g.num_edges <= largest:
         return 1
     return max(1, min(jobs, usable_cpus()))
+
+
+class Background:
+    """``fn()`` begun on a thread of its own now, when ``threaded`` (else run when `result` is first asked
+    for). Use as a context manager: on leaving, a job not begun is cancelled and a running one waited for,
+    so no thread outlives the pass that made it."""
+
+    def __init__(self, fn: Callable[[], R], threaded: bool):
+        self._fn = fn
+        self._pool = ThreadPoolExecutor(max_workers=1) if threaded else None
+        self._future = self._pool.submit(fn) if self._pool is not None else None
+
+    def result(self) -> R:
+        return self._fn() if self._future is None else self._future.result()
+
+    def __enter__(self) -> "Background":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def map_in_order(fn: Callable[[T], R], items: Sequence[T], workers: int,

@@ -49,6 +49,7 @@ from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
 from ..pipeline import PlanState
 from ._kernels import unit_comm_sums
+from ._threads import PIECES_UP_TO, THREADS_FROM, Background, workers_for
 
 HEURISTICS = ("auto", "knapsack", "residual")
 
@@ -481,6 +482,11 @@ class FitMemory:
     """Repair this many of the pipeline's starts first, even when a plan already fits (the seed pass's ranking:
     plans that fit by step time, then the least overflowing; a start equal to the incoming plan is skipped);
     the rest only while none does."""
+    threads: int | None = None
+    """2 or more: make the path split (a pure function of the graph and the cluster, about 12 simulations)
+    on a thread of its own while the first candidates are repaired; None: so on graphs of
+    `_threads.THREADS_FROM` to `_threads.PIECES_UP_TO` nodes plus edges with 2 or more usable CPUs. The plan
+    and the figures are the same either way."""
 
     def __post_init__(self) -> None:
         if self.heuristic not in HEURISTICS:
@@ -518,8 +524,20 @@ class FitMemory:
                 label, i = f"{base} ({i})", i + 1
             e0 = ev.evaluations
             start = start() if callable(start) else start
-            candidates[label] = self._repair(g, cluster, cm, units, ev, start, kind, s, bound=fits_in())
+            key, dev, sched = self._repair(g, cluster, cm, units, ev, start, kind, s, bound=fits_in())
             spent[label] = ev.evaluations - e0
+            # only the leading candidate keeps its schedule (at 200k ops each holds tens of MB)
+            lead = min(candidates, key=lambda k: rank(candidates[k][0]), default=None)
+            if lead is None or rank(key) < rank(candidates[lead][0]):
+                if lead is not None:
+                    candidates[lead] = candidates[lead][:2] + (None,)
+            else:
+                sched = None
+            candidates[label] = (key, dev, sched)
+
+        def rank(key: tuple) -> tuple:
+            """The candidates' order: those that fit first (by step time), then by shortfall; the first on ties."""
+            return (key[0] > 0, key)
 
         # The pipeline's starts (the mapped plan before refinement, the list-scheduling seeds), in the seed
         # pass's order: plans that fit by step time, then the others by total overflow; one equal to the plan
@@ -527,13 +545,22 @@ class FitMemory:
         # memory-aware seed, so the first `first_starts` of them are repaired first, and their step time
         # bounds the other candidates' repairs.
         starts = [(label, start) for label, start in state.starts if not np.array_equal(start, dev0)]
-        for label, start in starts[:self.first_starts]:
-            counted(f"start {label}", start.copy())
-        # candidate A: repair the step-1 plan by moves
-        counted("repair", dev0, s=s0)
-        # candidate B: heuristic II's path split, then the same repair
-        if self.split_fallback:
-            counted("split", lambda: memory_split(g, cluster, ev))
+        # candidate B's path split depends on nothing the repairs do: on large graphs it is made meanwhile,
+        # with its own evaluator (whose simulations count as the candidate's)
+        split_ev = Evaluator(g, cluster)
+        split_job = Background(lambda: memory_split(g, cluster, split_ev),
+                               self.split_fallback and workers_for(2, self.threads, g, smallest=THREADS_FROM,
+                                                                   largest=PIECES_UP_TO) > 1)
+        with split_job:
+            for label, start in starts[:self.first_starts]:
+                counted(f"start {label}", start.copy())
+            # candidate A: repair the step-1 plan by moves
+            counted("repair", dev0, s=s0)
+            del s0          # (its tens of MB at 200k ops)
+            # candidate B: heuristic II's path split, then the same repair
+            if self.split_fallback:
+                counted("split", split_job.result)
+                spent["split"] += split_ev.evaluations
         # candidate C (small graphs): everything on the fastest device, then the same repair. When memory
         # binds everywhere, shedding the cheapest bytes (weights and optimizer state with little compute)
         # from a serial plan can beat repairing a parallel one that pays in transfers.
@@ -546,7 +573,7 @@ class FitMemory:
                 break
             counted(f"start {label}", start.copy())
         # the fastest feasible plan, else the least overflowing
-        name, (key, dev, s) = min(candidates.items(), key=lambda kv: (kv[1][0][0] > 0, kv[1][0]))
+        name, (key, dev, s) = min(candidates.items(), key=lambda kv: rank(kv[1][0]))
         moved = int(np.count_nonzero(dev != dev0))
         # the other plans that fit are handed on: the memory-aware refinement starts from each of them
         others = sorted((v[0][1], k) for k, v in candidates.items() if k != name and v[0][0] <= 0)
@@ -554,7 +581,7 @@ class FitMemory:
         return state.replace(assignment=dev, makespan_us=float(s.makespan_us),
                              alternatives=alternatives).with_stats(
             self.name, heuristic=heuristic, chosen=name, units_moved=moved, overflow_before=start_over,
-            overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations,
+            overflow_after=key[0], feasible=bool(s.feasible), evaluations=ev.evaluations + split_ev.evaluations,
             candidates={k: {"overflow": v[0][0], "makespan_us": v[0][1], "evaluations": spent[k]}
                         for k, v in candidates.items()})
 

@@ -171,6 +171,28 @@ def test_memory_pass_repairs_the_first_ranked_start_first_and_it_bounds_the_othe
     assert repair["evaluations"] <= 6
 
 
+def test_the_split_made_on_its_own_thread_gives_the_same_plan_and_figures():
+    """`FitMemory{threads=2}` makes the path split on a thread while the first candidates are repaired: the
+    same plan, the same candidates with the same figures (the split's own simulations counted as the split
+    candidate's), the same total, as when everything runs one after the other."""
+    from pardnn.bench import bench_cluster, minimum_need, regime_capacity
+    from pardnn.frontends.synthetic import transformer_training_graph
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    g = transformer_training_graph(4000, seed=0)
+    c = bench_cluster(8, regime_capacity("tight", single_device_peak(g), 8, minimum_need(g)))
+    before, _ = parse_pipeline("slice,map,seed,refine").run(g, c, PlanState())
+    one, two = (FitMemory(threads=t)(g, c, before) for t in (1, 2))
+    assert np.array_equal(one.assignment, two.assignment)
+    assert one.stats["memory"] == two.stats["memory"]
+    cands = one.stats["memory"]["candidates"]
+    assert "split" in cands and cands["split"]["evaluations"] > 1     # the split's own simulations and more
+    assert one.stats["memory"]["evaluations"] == sum(v["evaluations"] for v in cands.values()) + 1
+    assert len(one.alternatives) == len(two.alternatives) and all(
+        np.array_equal(a, b) for a, b in zip(one.alternatives, two.alternatives))
+
+
 def test_a_repair_bounded_below_its_start_stops_after_simulating_the_start():
     """`FitMemory._repair` with a bound the start already exceeds returns the start as it was, after the one
     simulation that scores it."""
