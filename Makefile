@@ -23,6 +23,9 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	@# bytecode now: where PYTHONDONTWRITEBYTECODE is set, every command would compile pardnn's sources
+	@# again (0.1-0.2 s each); a stale file is only recompiled in memory, as without one
+	$(BIN)/python -m compileall -q pardnn frontends
 	@touch $@
 
 demo: $(STAMP)

@@ -26,31 +26,28 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-THREADS_UP_TO = 1.5e5
-"""By default the passes run pieces on threads at once on graphs up to this many nodes plus edges, one after
-the other above it. There each piece holds tens of MB of schedules and kernel arrays, and two at once add as
-much again for a fraction of a second: at 200k ops, K=8, the map pass's threads took the command's peak RSS
-from 687 to 758 MB (0.2 s faster); refinement's, at K=16 under tight memory, from 945 to 1,002 MB."""
+THREADS_UP_TO = 6e5
+"""By default the passes run pieces on threads at once on graphs up to this many nodes plus edges (about 230k
+ops), one after the other above it, where each piece holds tens of MB of schedules and kernel arrays. Up to
+the fourteenth round this was 150k: at 200k ops, K=8, the map pass's threads took the command's peak RSS from
+687 to 758 MB (0.2 s faster), and refinement's, at K=16 under tight memory, from 945 to 1,002 MB. Since the
+memory pass keeps only its leading candidate's schedule, every pass on threads at 200k ops and K = 2 to 16
+peaks under 900 MB (`benchmarks/partitioner_scaling.py --cli`)."""
 THREADS_FROM = 2e4
 """Passes whose pieces each take about one simulation (map, seed) run them on threads by default only from
 this many nodes plus edges on. Below it a piece takes a millisecond or less and threads gain nothing; and a
 thread that runs out of memory can end the process without a word: under a 1 GiB address-space limit, the
 map pass at K=4096 on VGG-16 (687 ops) died with "cannot allocate memory for thread-local data: ABORT"
 (exit 127) where one thread reports the pass that ran out of memory (exit 8)."""
-PIECES_UP_TO = 6e5
-"""Those passes (map, seed) run their pieces on threads up to this many nodes plus edges (not only up to
-`THREADS_UP_TO`): a piece holds one plan's kernel arrays while it runs, and the pass's peak stays under
-refinement's."""
 
 
-def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0,
-                largest: float = THREADS_UP_TO) -> int:
+def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0) -> int:
     """Threads for ``jobs`` pieces: ``threads`` when given (1 or less: one after the other), else as many as
-    there are pieces, at most the usable CPUs, and one on a graph ``g`` above ``largest`` nodes plus edges
-    or below ``smallest``."""
+    there are pieces, at most the usable CPUs, and one on a graph ``g`` above `THREADS_UP_TO` nodes plus
+    edges or below ``smallest``."""
     if threads is not None:
         return max(1, min(jobs, int(threads)))
-    if g is not None and not smallest <= g.num_nodes + g.num_edges <= largest:
+    if g is not None and not smallest <= g.num_nodes + g.num_edges <= THREADS_UP_TO:
         return 1
     return max(1, min(jobs, usable_cpus()))
 

@@ -36,7 +36,7 @@ from ..machine import CostModel, device_order, simulate
 from ..ir import OpGraph
 from ..pipeline import PlanState
 from ._kernels import map_clusters, resolve_units, straddling
-from ._threads import PIECES_UP_TO, THREADS_FROM, map_in_order, workers_for
+from ._threads import THREADS_FROM, map_in_order, workers_for
 
 
 def group_aware_clusters(g: OpGraph, cluster_of: np.ndarray, num_primary: int,
@@ -105,7 +105,7 @@ class Map:
     """Hand this many runner-up plans to refinement as extra starting points."""
     threads: int | None = None
     """Compute and simulate the candidate plans on this many threads at once; None: as many as there are
-    plans, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `PIECES_UP_TO`
+    plans, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO`
     nodes plus edges (one thread outside); 1 or less: one after the other. The plan is the same either way."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
@@ -118,7 +118,7 @@ class Map:
         # the plans, then their simulations, on threads at once (the kernels release Python's lock; each is a
         # pure function of its inputs, so the figures are the same on any number of threads)
         cases = [(k, split_groups) for split_groups in ((False, True) if g.group_names else (False,)) for k in ks]
-        threads = workers_for(len(cases), self.threads, g, smallest=THREADS_FROM, largest=PIECES_UP_TO)
+        threads = workers_for(len(cases), self.threads, g, smallest=THREADS_FROM)
         topological_levels(g)       # cached on the graph: computed here once, not by two threads at once
         plans = [(k, split_groups, dev) for (k, split_groups), dev in zip(cases, map_in_order(
             lambda c: map_onto(g, cluster, state, c[0], comm_weight=self.comm_weight, merge_factor=self.merge_factor,
@@ -133,7 +133,7 @@ class Map:
             s = simulate(g, cluster, plans[i][2], memory=bounded)
             return (s.shortfall_key() if bounded else (0.0, float(s.makespan_us))), float(s.makespan_us)
 
-        threads = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM, largest=PIECES_UP_TO)
+        threads = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
         scores = dict(zip(runs, map_in_order(score, runs, threads)))
         results = []
         tried = {}

@@ -49,7 +49,7 @@ from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
 from ..pipeline import PlanState
 from ._kernels import unit_comm_sums
-from ._threads import PIECES_UP_TO, THREADS_FROM, Background, workers_for
+from ._threads import THREADS_FROM, Background, workers_for
 
 HEURISTICS = ("auto", "knapsack", "residual")
 
@@ -485,7 +485,7 @@ class FitMemory:
     threads: int | None = None
     """2 or more: make the path split (a pure function of the graph and the cluster, about 12 simulations)
     on a thread of its own while the first candidates are repaired; None: so on graphs of
-    `_threads.THREADS_FROM` to `_threads.PIECES_UP_TO` nodes plus edges with 2 or more usable CPUs. The plan
+    `_threads.THREADS_FROM` to `_threads.THREADS_UP_TO` nodes plus edges with 2 or more usable CPUs. The plan
     and the figures are the same either way."""
 
     def __post_init__(self) -> None:
@@ -549,8 +549,7 @@ class FitMemory:
         # with its own evaluator (whose simulations count as the candidate's)
         split_ev = Evaluator(g, cluster)
         split_job = Background(lambda: memory_split(g, cluster, split_ev),
-                               self.split_fallback and workers_for(2, self.threads, g, smallest=THREADS_FROM,
-                                                                   largest=PIECES_UP_TO) > 1)
+                               self.split_fallback and workers_for(2, self.threads, g, smallest=THREADS_FROM) > 1)
         with split_job:
             for label, start in starts[:self.first_starts]:
                 counted(f"start {label}", start.copy())

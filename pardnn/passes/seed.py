@@ -35,7 +35,7 @@ from ..pipeline import PlanState
 from ..baselines import metis
 from . import _listsched
 from .keep_best import plan_key
-from ._threads import PIECES_UP_TO, THREADS_FROM, map_in_order, workers_for
+from ._threads import THREADS_FROM, map_in_order, workers_for
 
 STARTS = (*_listsched.MODES, "metis", "sct")
 """The starting plans the seed pass knows."""
@@ -93,7 +93,7 @@ class Seed:
 
     threads: int | None = None
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
-    jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `PIECES_UP_TO` nodes
+    jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO` nodes
     plus edges (one thread outside); 1 or less: one after the other. The plans are the same either way."""
 
     def __post_init__(self) -> None:
@@ -198,7 +198,7 @@ class Seed:
                                                   level=level, contention=contend)[0]}
             return out, time.perf_counter() - t0
 
-        workers = workers_for(len(jobs), self.threads, g, smallest=THREADS_FROM, largest=PIECES_UP_TO)
+        workers = workers_for(len(jobs), self.threads, g, smallest=THREADS_FROM)
         order = sorted(jobs, key=lambda k: jobs[k][0][1] != "sct")      # the slowest (SCT's LP) first
         made: dict[str, tuple[np.ndarray, float]] = {}     # each start's plan, and its job's seconds (first member)
         for key, (plans, secs) in zip(order, map_in_order(run, [jobs[k] for k in order], workers)):
@@ -209,7 +209,7 @@ class Seed:
         for i, (label, dev, secs) in enumerate(cands):
             distinct.append((i, next((j for j in range(i) if np.array_equal(cands[j][1], dev)), None)))
         runs = [i for i, same in distinct if same is None]
-        workers = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM, largest=PIECES_UP_TO)
+        workers = workers_for(len(runs), self.threads, g, smallest=THREADS_FROM)
         def score(i: int) -> Schedule:
             label, dev, _ = cands[i]
             return known[label] if label in known else simulate(g, cluster, dev, memory=bounded)

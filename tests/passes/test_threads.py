@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pardnn.passes._threads import THREADS_FROM, THREADS_UP_TO, map_in_order, usable_cpus, workers_for
+from pardnn.passes._threads import THREADS_FROM, THREADS_UP_TO, Background, map_in_order, usable_cpus, workers_for
 
 
 def graph(size: float):
@@ -40,3 +40,36 @@ def test_map_in_order_keeps_the_order_and_cancels_what_has_not_begun():
     with pytest.raises(KeyboardInterrupt):
         map_in_order(piece, list(range(50)), 2)
     assert 1 <= len(began) <= 4, began      # the rest were cancelled, not run
+
+
+def test_a_background_job_runs_on_its_thread_at_once_or_inline_when_asked_and_never_outlives_its_block():
+    where = []
+
+    def job():
+        where.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.2)
+        return 42
+
+    with Background(job, threaded=False) as bg:
+        assert where == []                      # not begun until asked for
+        assert bg.result() == 42 and where == [True]
+    where.clear()
+    t0 = time.perf_counter()
+    with Background(job, threaded=True) as bg:
+        time.sleep(0.2)                         # the main thread's own work meanwhile
+        assert bg.result() == 42 and where == [False]
+    assert time.perf_counter() - t0 < 0.38      # the two waits overlapped (one after the other: 0.4 s)
+    ended = []
+
+    def slow():
+        time.sleep(0.3)
+        ended.append(True)
+    with pytest.raises(KeyboardInterrupt):      # an interrupt in the block: the running job is waited for
+        with Background(slow, threaded=True):
+            raise KeyboardInterrupt
+    assert ended == [True]
+
+    def fails():
+        raise ValueError("the job's own error")
+    with Background(fails, threaded=True) as bg, pytest.raises(ValueError, match="own error"):
+        bg.result()
