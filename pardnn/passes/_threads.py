@@ -53,23 +53,38 @@ def workers_for(jobs: int, threads: int | None, g=None, *, smallest: float = 0.0
 
 
 class Background:
-    """``fn()`` begun on a thread of its own now, when ``threaded`` (else run when `result` is first asked
-    for). Use as a context manager: on leaving, a job not begun is cancelled and a running one waited for,
-    so no thread outlives the pass that made it."""
+    """``fn()`` begun on a thread of its own now, when ``threaded`` (else, or when no thread can be started,
+    run when `result` is first asked for). Use as a context manager: on leaving, a job not begun is cancelled
+    and a running one waited for, so no thread outlives the pass that made it; on leaving with an exception
+    (Ctrl-C included) ``stop`` is set first, so a job that watches it ends at once."""
 
-    def __init__(self, fn: Callable[[], R], threaded: bool):
+    def __init__(self, fn: Callable[[], R], threaded: bool, stop: threading.Event | None = None):
         self._fn = fn
-        self._pool = ThreadPoolExecutor(max_workers=1) if threaded else None
-        self._future = self._pool.submit(fn) if self._pool is not None else None
+        self._stop = stop
+        self._pool = self._future = None
+        self._done: list = []
+        if threaded:
+            pool = ThreadPoolExecutor(max_workers=1)
+            try:
+                self._future = pool.submit(fn)
+                self._pool = pool
+            except RuntimeError:        # "can't start new thread": the job runs inline instead
+                pool.shutdown(wait=False)
 
     def result(self) -> R:
-        return self._fn() if self._future is None else self._future.result()
+        if self._future is not None:
+            return self._future.result()
+        if not self._done:
+            self._done.append(self._fn())
+        return self._done[0]
 
     def __enter__(self) -> "Background":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         if self._pool is not None:
+            if exc_type is not None and self._stop is not None:
+                self._stop.set()
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -38,6 +38,7 @@ the fastest that fits; a fitting candidate bounds the others' repairs.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -303,7 +304,8 @@ class _Stages:
 
 
 def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
-                 rounds: int = 12, fill: float = 0.995, sequential_max_nodes: int = 30_000) -> np.ndarray:
+                 rounds: int = 12, fill: float = 0.995, sequential_max_nodes: int = 30_000,
+                 stop: threading.Event | None = None) -> np.ndarray:
     """Heuristic II's "split the path": cut the units into contiguous stages, one per device (the fastest
     first), each as long as the *simulated* peak of its device allows. Units are ordered by
     `pardnn.analysis.layer_anchors`, so a layer's forward, backward and update ops share a stage and
@@ -321,6 +323,9 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     cuts are placed one at a time instead (`sequential_split`, about six simulations a cut): the rounds
     can circle where units are few and lumpy, and the greedy split, even when it overflows, leaves the
     overflow on the last device, where the repair's moves find room more easily.
+
+    Once ``stop`` is set (the pass ends with an error or a Ctrl-C while the split is made on a thread), no
+    more simulations begin and the best split so far is returned.
     """
 
     order = _stage_order(g) if order is None else order     # computed once, for the fallback too
@@ -350,6 +355,8 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
     best = None
     ends = cuts(lens)
     for _ in range(rounds):
+        if stop is not None and stop.is_set():
+            return assignment(ends) if best is None else best[1]
         dev = assignment(ends)
         s = ev.schedule(dev, memory=True)
         key = s.shortfall_key()
@@ -392,12 +399,12 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
                 break
         ends = new
     if best[0][0] > 0 and g.num_nodes <= sequential_max_nodes:
-        return sequential_split(g, cluster, ev, order=order)
+        return sequential_split(g, cluster, ev, order=order, stop=stop)
     return best[1]
 
 
 def sequential_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarray | None = None,
-                     rel_tol: float = 0.01) -> np.ndarray:
+                     rel_tol: float = 0.01, stop: threading.Event | None = None) -> np.ndarray:
     """`memory_split` one cut at a time: each cut as late as the *simulated* peak of its device allows
     (greedy, so it finds a fitting contiguous split whenever the peaks grow with the stages; about six
     simulations a cut).
@@ -423,6 +430,8 @@ def sequential_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.n
         d = devices[i]
 
         def fits(c: int) -> bool:
+            if stop is not None and stop.is_set():     # (`memory_split`'s stop: the result is not used)
+                return False
             s = ev.schedule(assignment(ends + [c] + [n] * (nd - i - 1)), memory=True)
             return bool(s.peak_bytes[d] <= cluster.capacity[d])
 
@@ -483,8 +492,9 @@ class FitMemory:
     plans that fit by step time, then the least overflowing; a start equal to the incoming plan is skipped);
     the rest only while none does."""
     threads: int | None = None
-    """2 or more: make the path split (a pure function of the graph and the cluster, about 12 simulations)
-    on a thread of its own while the first candidates are repaired; None: so on graphs of
+    """2 or more: make the path split (a pure function of the graph and the cluster: about 12 simulations, up
+    to a hundred or so with the cut-by-cut fallback up to 30k ops) on a thread of its own while the first
+    candidates are repaired; None: so on graphs of
     `_threads.THREADS_FROM` to `_threads.THREADS_UP_TO` nodes plus edges with 2 or more usable CPUs. The plan
     and the figures are the same either way."""
 
@@ -548,8 +558,10 @@ class FitMemory:
         # candidate B's path split depends on nothing the repairs do: on large graphs it is made meanwhile,
         # with its own evaluator (whose simulations count as the candidate's)
         split_ev = Evaluator(g, cluster)
-        split_job = Background(lambda: memory_split(g, cluster, split_ev),
-                               self.split_fallback and workers_for(2, self.threads, g, smallest=THREADS_FROM) > 1)
+        halt = threading.Event()
+        split_job = Background(lambda: memory_split(g, cluster, split_ev, stop=halt),
+                               self.split_fallback and workers_for(2, self.threads, g, smallest=THREADS_FROM) > 1,
+                               halt)
         with split_job:
             for label, start in starts[:self.first_starts]:
                 counted(f"start {label}", start.copy())

@@ -193,6 +193,45 @@ def test_the_split_made_on_its_own_thread_gives_the_same_plan_and_figures():
         np.array_equal(a, b) for a, b in zip(one.alternatives, two.alternatives))
 
 
+def test_the_split_stops_simulating_once_told_to_and_the_pass_does_not_wait_for_it(monkeypatch):
+    """An interrupt in the memory pass while its split runs on a thread: the split begins no more simulations,
+    so Ctrl-C is not held up for the rest of it (a hundred simulations on graphs up to 30k ops)."""
+    import threading
+    import time
+
+    from pardnn.bench import bench_cluster, minimum_need, regime_capacity
+    from pardnn.frontends.synthetic import transformer_training_graph
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    g = transformer_training_graph(4000, seed=0)
+    c = bench_cluster(16, regime_capacity("tight", single_device_peak(g), 16, minimum_need(g)))   # 109 simulations
+    stop = threading.Event()
+    stop.set()
+    ev = Evaluator(g, c)
+    memory_split(g, c, ev, stop=stop)
+    assert ev.evaluations == 0
+    before, _ = parse_pipeline("slice,map,seed,refine").run(g, c, PlanState())
+    split_sims = []
+    real_schedule = Evaluator.schedule
+
+    def slow_schedule(self, dev, memory=False):
+        if threading.current_thread() is not threading.main_thread():
+            split_sims.append(1)
+            time.sleep(0.05)
+        return real_schedule(self, dev, memory=memory)
+
+    def interrupted_repair(*a, **kw):
+        time.sleep(0.2)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Evaluator, "schedule", slow_schedule)
+    monkeypatch.setattr(FitMemory, "_repair", interrupted_repair)
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        FitMemory(threads=2)(g, c, before)
+    assert time.perf_counter() - t0 < 1.5 and 1 <= len(split_sims) <= 10, len(split_sims)
+
+
 def test_a_repair_bounded_below_its_start_stops_after_simulating_the_start():
     """`FitMemory._repair` with a bound the start already exceeds returns the start as it was, after the one
     simulation that scores it."""

@@ -68,6 +68,20 @@ def test_a_background_job_runs_on_its_thread_at_once_or_inline_when_asked_and_ne
         with Background(slow, threaded=True):
             raise KeyboardInterrupt
     assert ended == [True]
+    stop = threading.Event()
+
+    def watching():
+        while not stop.wait(0.01):
+            pass
+        return "stopped"
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):      # ... after its stop is set: a job that watches it ends at once
+        with Background(watching, threaded=True, stop=stop):
+            raise KeyboardInterrupt
+    assert stop.is_set() and time.perf_counter() - t0 < 1.0
+    calls = []
+    inline = Background(lambda: calls.append(1) or len(calls), threaded=False)
+    assert inline.result() == 1 == inline.result() and calls == [1]     # run once, then kept
 
     def fails():
         raise ValueError("the job's own error")
