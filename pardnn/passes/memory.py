@@ -520,7 +520,11 @@ class FitMemory:
             return state.with_stats(self.name, heuristic=heuristic, units_moved=0, overflow_before=0.0,
                                     overflow_after=0.0, feasible=True, evaluations=ev.evaluations)
         spent: dict[str, int] = {}         # simulations each candidate took
-        candidates: dict[str, tuple] = {}  # (shortfall key, assignment, schedule) of each
+        candidates: dict[str, tuple] = {}  # (shortfall key, assignment, schedule or None) of each
+
+        def rank(key: tuple) -> tuple:
+            """The candidates' order: those that fit first (by step time), then by shortfall; the first on ties."""
+            return (key[0] > 0, key)
 
         def fits_in() -> float:
             """The step time of the fastest candidate that fits so far (inf when none does)."""
@@ -544,10 +548,6 @@ class FitMemory:
             else:
                 sched = None
             candidates[label] = (key, dev, sched)
-
-        def rank(key: tuple) -> tuple:
-            """The candidates' order: those that fit first (by step time), then by shortfall; the first on ties."""
-            return (key[0] > 0, key)
 
         # The pipeline's starts (the mapped plan before refinement, the list-scheduling seeds), in the seed
         # pass's order: plans that fit by step time, then the others by total overflow; one equal to the plan
