@@ -15,16 +15,43 @@ EXIT_INTERRUPTED = 130
 
 def main() -> None:
     try:
-        from .errors import interrupt_seen, watching_interrupts
+        from .errors import interrupt_seen, interrupted, watching_interrupts
 
         with watching_interrupts():
-            from .cli import main as run_cli
-
+            try:
+                from .cli import main as run_cli
+            except Exception as exc:
+                # a Ctrl-C that Python handed on as another error (one raised in a class's ``__set_name__``
+                # becomes a RuntimeError), or that left a module half imported for the next import to trip on
+                if interrupted(exc):
+                    raise KeyboardInterrupt from None
+                raise
             if interrupt_seen():    # it came while the libraries loaded, and whatever it interrupted swallowed it
                 raise KeyboardInterrupt
         run_cli()
     except KeyboardInterrupt:
-        import sys
+        _interrupted()
+    except Exception as exc:    # while `pardnn.errors` itself loaded, before its handler was set
+        if not _caused_by_ctrl_c(exc):
+            raise
+        _interrupted()
 
-        sys.stderr.write("pardnn: interrupted\n")
-        raise SystemExit(EXIT_INTERRUPTED) from None
+
+def _interrupted() -> None:
+    import sys
+
+    sys.stderr.write("pardnn: interrupted\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
+
+
+def _caused_by_ctrl_c(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in ``exc``'s chain of causes (`pardnn.errors.interrupted`, which may
+    not have loaded)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
