@@ -616,3 +616,82 @@ def test_a_stop_ends_the_search_within_its_current_neighbourhood(monkeypatch):
     out = r._search(g, cl, CostModel.build(g, cl), refine_mod._Mover(g, state.paths), state.assignment, 10**6,
                     False, stop=stop)
     assert len(calls) == 1 and out["evaluations"] <= 4, (len(calls), out["evaluations"])   # start, batch, judged
+
+
+def test_coarse_units_join_each_single_consumer_op_to_its_consumers_unit():
+    """``a`` and ``b`` feed only ``c``: one coarse unit. ``c`` has two consumers and stays apart from them.
+    ``e`` feeds only ``s``, whose colocation group holds ``r``, which ``q`` alone feeds: one unit of four. A
+    pinned op is never joined (it would pin what it joins)."""
+    from pardnn.passes.refine import fused_units
+
+    g = tiny([("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1), ("p", 1, 0, {"pinned": 0}), ("q", 1),
+              ("r", 1, 0, {"colocation": "g"}), ("s", 1, 0, {"colocation": "g"})],
+             [("a", "c"), ("b", "c"), ("c", "d"), ("c", "e"), ("p", "d"), ("q", "r"), ("e", "s")])
+    unit, ptr, members, pinned = fused_units(g)
+    groups = sorted(sorted(g.names[v] for v in members[ptr[u]:ptr[u + 1]]) for u in range(len(ptr) - 1))
+    assert groups == [["a", "b", "c"], ["d"], ["e", "q", "r", "s"], ["p"]]
+    assert [bool(pinned[unit[g.id(n)]]) for n in ("a", "d", "p", "q")] == [False, False, True, False]
+    assert all((unit[members[ptr[u]:ptr[u + 1]]] == u).all() for u in range(len(ptr) - 1))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_cases(), st.integers(0, 2**31 - 1))
+def test_two_level_refinement_never_makes_the_plan_worse(case, seed):
+    """With the coarse descent first (``fuse=True``) the plan never gets worse, groups stay whole and pins
+    kept."""
+    g, c = case
+    rng = np.random.default_rng(seed)
+    udev = rng.integers(0, c.num_devices, int(g.unit.max()) + 1)
+    pinned = np.flatnonzero(g.pinned >= 0)
+    udev[g.unit[pinned]] = g.pinned[pinned]
+    start = udev[g.unit]
+    before = simulate(g, c, start, memory=False).makespan_us
+    st_ = Refine(max_evals=60, fuse=True)(g, c, PlanState(assignment=start))
+    after = simulate(g, c, st_.assignment, memory=False).makespan_us
+    assert after <= before + 1e-9
+    assert st_.makespan_us == pytest.approx(after)
+    assert st_.stats["refine"]["coarse_units"] <= g.num_units
+    _groups_whole_and_pins_kept(g, st_.assignment)
+
+
+def test_two_level_refinement_is_the_same_on_threads_with_memos_and_without_replays():
+    """With the coarse descent first, the plan is the same on one thread or three, with or without the
+    memo, and with or without the replayed search left out (which never runs the coarse descent again)."""
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    rng = np.random.default_rng(20261129)
+    several = coarser = 0
+    for case in range(24):
+        g, c = _seeded_graph(rng)
+        scale = (0.5, None)[case % 2]
+        cl = c if scale is None else c.with_memory(max(1, int(scale * single_device_peak(g))))
+        state, _ = parse_pipeline("slice,map,seed").run(g, cl, PlanState())
+        several += len(state.alternatives) > 0
+        for evals in (40, 600):
+            base = Refine(max_evals=evals, fuse=True, threads=1)(g, cl, state)
+            coarser += base.stats["refine"]["coarse_units"] < g.num_units
+            for other in (Refine(max_evals=evals, fuse=True, threads=3), Refine(max_evals=evals, fuse=True,
+                          threads=1, remember=False), Refine(max_evals=evals, fuse=True, threads=1,
+                                                             skip_replays=False)):
+                run = other(g, cl, state)
+                assert np.array_equal(base.assignment, run.assignment), (case, evals, other)
+                assert base.makespan_us == run.makespan_us
+    assert several >= 8 and coarser >= 20
+
+
+def test_the_coarse_descent_runs_by_default_on_large_graphs_without_memory_checks(monkeypatch):
+    """``fuse="auto"``: step 1's refinement descends with coarse units first on graphs from `FUSE_FROM`
+    nodes plus edges; memory-aware refinement (after step 2) and smaller graphs do not."""
+    from pardnn.passes import refine as refine_mod
+
+    g = tiny([("a", 5, 100), ("b", 5, 100), ("c", 5, 100), ("d", 5)], [("a", "b"), ("b", "c"), ("a", "d")])
+    c = Cluster.homogeneous(2, latency_us=5.0, bandwidth_bytes_per_us=100.0)
+    start = PlanState(assignment=np.array([0, 1, 0, 1]))
+    assert "coarse_units" not in Refine(max_evals=20)(g, c, start).stats["refine"]
+    monkeypatch.setattr(refine_mod, "FUSE_FROM", g.num_nodes + g.num_edges)
+    assert Refine(max_evals=20)(g, c, start).stats["refine"]["coarse_units"] == 3
+    assert "coarse_units" not in Refine(max_evals=20, respect_memory=True)(
+        g, c.with_memory(10**9), start).stats["refine"]
+    with pytest.raises(ValueError, match="fuse"):
+        Refine(fuse="maybe")
