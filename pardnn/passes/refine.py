@@ -107,8 +107,9 @@ MID_BOOST_FULL_FROM = 2.4e4
 """From this many nodes plus edges on, ``mid_boost`` in full (up to `BOOST_FULL_BELOW`, then tapering)."""
 FUSE_FROM = 2.4e4
 """From this many nodes plus edges on (graphs of about 10k ops), step 1's refinement descends with coarse
-units first (`Refine.fuse`). On the tuning suite's graphs of 10k-50k ops (loose, K = 2, 4, 8) that made 23
-of 42 plans shorter and 7 longer (geomean 0.991); on graphs up to 5k ops, 15 shorter and 36 longer."""
+units first (`Refine.fuse`). On the tuning suite's graphs of 10k-50k ops (loose, K = 2, 4, 8) that made 29
+of 42 plans shorter and 7 longer (geomean 0.970). On graphs up to 5k ops, coarse units of the first round
+alone made 15 shorter and 36 longer: their budgets let the fine moves find it all."""
 PATH_GAIN_SHARE = 0.9
 """A path switch's estimated gain, relative to switching its single waiting node (it moves more)."""
 KICK_SHARE = 0.05
@@ -271,26 +272,44 @@ class _Mover:
 
 
 def fused_units(g: OpGraph):
-    """Coarse move units: the graph's units (colocation groups, single ops), each joined to the unit of
-    any op's only consumer (over data and control edges) when both are unpinned, transitively (a chain of
-    single-consumer ops is one unit). Returns ``(unit, ptr, members, pinned)`` as `OpGraph.unit`,
-    `OpGraph.unit_members` and ``unit_pin >= 0`` give them for the graph's own units."""
+    """Coarse move units, in two rounds from the graph's units (colocation groups, single ops), never
+    joining a pinned unit: first each op whose only consumer (over data and control edges) is in another
+    unit joins that unit, transitively (a chain of single-consumer ops is one unit); then each unit of the
+    first round whose consumers all lie in one other such unit joins it. Returns ``(unit, ptr, members,
+    pinned)`` as `OpGraph.unit`, `OpGraph.unit_members` and ``unit_pin >= 0`` give them for the graph's
+    own units.
+
+    Four Transformer models of the tuning suite (5k-14k ops) keep 11-15% of their units (the first round
+    alone: 23-24%). More rounds, to the fixed point, left 11-12% and made the two-level descent worse on
+    the tuning suite's graphs of 10k-50k ops (loose): 21 plans shorter and 13 longer than with the graph's
+    units alone, against 29 and 7 with two rounds and 23 and 7 with the first round alone."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
+
+    def join(n, a, b):
+        return connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(n, n)), directed=False)
 
     U = g.num_units
     outdeg = np.bincount(g.edge_src, minlength=g.num_nodes)
     us, ud = g.unit[g.edge_src], g.unit[g.edge_dst]
-    pin = g.unit_pin
-    m = (outdeg[g.edge_src] == 1) & (us != ud) & (pin[us] < 0) & (pin[ud] < 0)
-    n, comp = connected_components(coo_matrix((np.ones(int(m.sum())), (us[m], ud[m])), shape=(U, U)),
-                                   directed=False)
-    unit = comp[g.unit].astype(np.int64)
+    free = g.unit_pin < 0
+    m = (outdeg[g.edge_src] == 1) & (us != ud) & free[us] & free[ud]
+    n, comp = join(U, us[m], ud[m])
+    # the second round: a first-round unit with one consuming unit joins it
+    pinned = np.zeros(n, dtype=bool)
+    pinned[comp[~free]] = True
+    cs, cd = comp[us], comp[ud]
+    cross = cs != cd
+    pairs = np.unique(np.stack([cs[cross], cd[cross]]), axis=1)
+    consumers = np.bincount(pairs[0], minlength=n)
+    m = (consumers[pairs[0]] == 1) & ~pinned[pairs[0]] & ~pinned[pairs[1]]
+    n, second = join(n, pairs[0][m], pairs[1][m])
+    unit = second[comp][g.unit].astype(np.int64)
     members = np.argsort(unit, kind="stable")
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(unit, minlength=n), out=ptr[1:])
     pinned = np.zeros(n, dtype=bool)
-    pinned[comp[pin >= 0]] = True
+    pinned[unit[g.pinned >= 0]] = True
     return unit, ptr, members, pinned
 
 
@@ -584,7 +603,7 @@ class Refine:
         best_kick = 0       # the kicks made before the best plan was found
         converged = False   # the search ended on its own (not for the budget, the rounds' limit or a stop)
         while ev.evaluations < budget and not stop.is_set():
-            if totals["kicks"] == 0 and coarse is not None:
+            if totals["kicks"] == 0 and coarse is not None:     # the coarse descent, before the first kick
                 cur, cur_s, cur_ms = self._descend(g, cluster, cm, coarse, ev, cur, cur_s, budget,
                                                    check_memory, kinds, totals, rejected, stop)
             cur, cur_s, cur_ms = self._descend(g, cluster, cm, mover, ev, cur, cur_s, budget, check_memory, kinds,

@@ -619,17 +619,21 @@ def test_a_stop_ends_the_search_within_its_current_neighbourhood(monkeypatch):
 
 
 def test_coarse_units_join_each_single_consumer_op_to_its_consumers_unit():
-    """``a`` and ``b`` feed only ``c``: one coarse unit. ``c`` has two consumers and stays apart from them.
-    ``e`` feeds only ``s``, whose colocation group holds ``r``, which ``q`` alone feeds: one unit of four. A
-    pinned op is never joined (it would pin what it joins)."""
+    """First round: ``a`` and ``b`` feed only ``c``: one coarse unit. ``c`` has two consumers in two units
+    and stays apart from them. ``e`` feeds only ``s``, whose colocation group holds ``r``, which ``q`` alone
+    feeds: one unit of four. Second round: ``x`` feeds ``y`` and ``z``, two ops of one group: it joins
+    them. A pinned op is never joined (it would pin what it joins), nor is ``w``, whose one consumer is
+    pinned."""
     from pardnn.passes.refine import fused_units
 
     g = tiny([("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1), ("p", 1, 0, {"pinned": 0}), ("q", 1),
-              ("r", 1, 0, {"colocation": "g"}), ("s", 1, 0, {"colocation": "g"})],
-             [("a", "c"), ("b", "c"), ("c", "d"), ("c", "e"), ("p", "d"), ("q", "r"), ("e", "s")])
+              ("r", 1, 0, {"colocation": "g"}), ("s", 1, 0, {"colocation": "g"}), ("x", 1),
+              ("y", 1, 0, {"colocation": "h"}), ("z", 1, 0, {"colocation": "h"}), ("w", 1)],
+             [("a", "c"), ("b", "c"), ("c", "d"), ("c", "e"), ("p", "d"), ("q", "r"), ("e", "s"), ("x", "y"),
+              ("x", "z"), ("w", "p")])
     unit, ptr, members, pinned = fused_units(g)
     groups = sorted(sorted(g.names[v] for v in members[ptr[u]:ptr[u + 1]]) for u in range(len(ptr) - 1))
-    assert groups == [["a", "b", "c"], ["d"], ["e", "q", "r", "s"], ["p"]]
+    assert groups == [["a", "b", "c"], ["d"], ["e", "q", "r", "s"], ["p"], ["w"], ["x", "y", "z"]]
     assert [bool(pinned[unit[g.id(n)]]) for n in ("a", "d", "p", "q")] == [False, False, True, False]
     assert all((unit[members[ptr[u]:ptr[u + 1]]] == u).all() for u in range(len(ptr) - 1))
 
