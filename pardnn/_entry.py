@@ -32,7 +32,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _interrupted()
     except Exception as exc:    # while `pardnn.errors` itself loaded, before its handler was set
-        if not _caused_by_ctrl_c(exc):
+        if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
             raise
         _interrupted()
 
@@ -42,16 +42,3 @@ def _interrupted() -> None:
 
     sys.stderr.write("pardnn: interrupted\n")
     raise SystemExit(EXIT_INTERRUPTED) from None
-
-
-def _caused_by_ctrl_c(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is in ``exc``'s chain of causes (`pardnn.errors.interrupted`, which may
-    not have loaded)."""
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False

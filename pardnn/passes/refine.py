@@ -471,8 +471,8 @@ class Refine:
     """Descend first with coarse units (`fused_units`: an op whose only consumer is in another unit joined
     to it, so a move never leaves a single-consumer op behind), then with the graph's own units (two-level
     refinement: on large graphs, where the budget allows few simulations per unit, the coarse moves make
-    more of each). True, False, or "auto": without memory checks (step 1), on graphs from `FUSE_FROM` nodes
-    plus edges on."""
+    more of each). True, False, or "auto": in step 1's refinement (``respect_memory`` not True; not in
+    ``refine-mem``), on graphs from `FUSE_FROM` nodes plus edges on."""
     threads: int | None = None
     """Search the starts' shares of the budget (successive halving's first half) on this many threads at
     once; None: as many as there are starts, at most the CPUs this process may use, on graphs up to
@@ -482,7 +482,7 @@ class Refine:
     def __post_init__(self) -> None:
         if self.effort not in EFFORTS:
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
-        if self.fuse not in (True, False, "auto"):
+        if not (isinstance(self.fuse, bool) or self.fuse == "auto"):
             raise ValueError(f"fuse must be true, false or auto, not {self.fuse!r}")
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:

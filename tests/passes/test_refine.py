@@ -54,9 +54,11 @@ def test_refine_moves_an_op_off_a_busy_device():
     assert st_.makespan_us == 10.0 and sorted(st_.assignment.tolist()) == [0, 1]
 
 
+@pytest.mark.parametrize("fuse", [False, True])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.integers(0, 2**31 - 1))
-def test_refine_never_makes_the_plan_worse(case, seed):
+def test_refine_never_makes_the_plan_worse(fuse, case, seed):
+    """Also with the coarse descent first (``fuse=True``): never worse, groups whole, pins kept."""
     g, c = case
     rng = np.random.default_rng(seed)
     # a legal start: a random device per unit, pins honoured
@@ -65,10 +67,11 @@ def test_refine_never_makes_the_plan_worse(case, seed):
     udev[g.unit[pinned]] = g.pinned[pinned]
     start = udev[g.unit]
     before = simulate(g, c, start, memory=False).makespan_us
-    st_ = Refine(max_evals=60)(g, c, PlanState(assignment=start))
+    st_ = Refine(max_evals=60, fuse=fuse)(g, c, PlanState(assignment=start))
     after = simulate(g, c, st_.assignment, memory=False).makespan_us
     assert after <= before + 1e-9
     assert st_.makespan_us == pytest.approx(after)
+    assert ("coarse_units" in st_.stats["refine"]) == fuse
     _groups_whole_and_pins_kept(g, st_.assignment)
 
 
@@ -638,26 +641,6 @@ def test_coarse_units_join_each_single_consumer_op_to_its_consumers_unit():
     assert all((unit[members[ptr[u]:ptr[u + 1]]] == u).all() for u in range(len(ptr) - 1))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_cases(), st.integers(0, 2**31 - 1))
-def test_two_level_refinement_never_makes_the_plan_worse(case, seed):
-    """With the coarse descent first (``fuse=True``) the plan never gets worse, groups stay whole and pins
-    kept."""
-    g, c = case
-    rng = np.random.default_rng(seed)
-    udev = rng.integers(0, c.num_devices, int(g.unit.max()) + 1)
-    pinned = np.flatnonzero(g.pinned >= 0)
-    udev[g.unit[pinned]] = g.pinned[pinned]
-    start = udev[g.unit]
-    before = simulate(g, c, start, memory=False).makespan_us
-    st_ = Refine(max_evals=60, fuse=True)(g, c, PlanState(assignment=start))
-    after = simulate(g, c, st_.assignment, memory=False).makespan_us
-    assert after <= before + 1e-9
-    assert st_.makespan_us == pytest.approx(after)
-    assert st_.stats["refine"]["coarse_units"] <= g.num_units
-    _groups_whole_and_pins_kept(g, st_.assignment)
-
-
 def test_two_level_refinement_is_the_same_on_threads_with_memos_and_without_replays():
     """With the coarse descent first, the plan is the same on one thread or three, with or without the
     memo, and with or without the replayed search left out (which never runs the coarse descent again)."""
@@ -684,7 +667,7 @@ def test_two_level_refinement_is_the_same_on_threads_with_memos_and_without_repl
     assert several >= 8 and coarser >= 20
 
 
-def test_the_coarse_descent_runs_by_default_on_large_graphs_without_memory_checks(monkeypatch):
+def test_the_coarse_descent_runs_by_default_on_large_graphs_in_step_1_only(monkeypatch):
     """``fuse="auto"``: step 1's refinement descends with coarse units first on graphs from `FUSE_FROM`
     nodes plus edges; memory-aware refinement (after step 2) and smaller graphs do not."""
     from pardnn.passes import refine as refine_mod
@@ -697,5 +680,6 @@ def test_the_coarse_descent_runs_by_default_on_large_graphs_without_memory_check
     assert Refine(max_evals=20)(g, c, start).stats["refine"]["coarse_units"] == 3
     assert "coarse_units" not in Refine(max_evals=20, respect_memory=True)(
         g, c.with_memory(10**9), start).stats["refine"]
-    with pytest.raises(ValueError, match="fuse"):
-        Refine(fuse="maybe")
+    for bad in ("maybe", 1):
+        with pytest.raises(ValueError, match="fuse"):
+            Refine(fuse=bad)
