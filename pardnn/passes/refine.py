@@ -108,8 +108,8 @@ MID_BOOST_FULL_FROM = 2.4e4
 FUSE_FROM = 2.4e4
 """From this many nodes plus edges on (graphs of about 10k ops), step 1's refinement descends with coarse
 units first (`Refine.fuse`). On the tuning suite's graphs of 10k-50k ops (loose, K = 2, 4, 8) that made 29
-of 42 plans shorter and 7 longer (geomean 0.970). On graphs up to 5k ops, coarse units of the first round
-alone made 15 shorter and 36 longer: their budgets let the fine moves find it all."""
+of 42 plans shorter and 7 longer (geomean 0.970). On graphs up to 5k ops it made 12 shorter and 39 longer:
+their budgets let the fine moves find it all."""
 PATH_GAIN_SHARE = 0.9
 """A path switch's estimated gain, relative to switching its single waiting node (it moves more)."""
 KICK_SHARE = 0.05
