@@ -37,6 +37,7 @@ the same plan on any machine.
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 from typing import ClassVar
@@ -44,7 +45,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..cluster import Cluster
-from ..ir import OpGraph
+from ..ir import OpGraph, _csr
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
@@ -179,16 +180,15 @@ class _Move:
 class _Mover:
     """Turns proposals into assignments, keeping units whole and pins fixed."""
 
-    def __init__(self, g: OpGraph, paths, fuse: bool = False):
+    def __init__(self, g: OpGraph, paths):
         self.g = g
-        if fuse:
-            self.unit, self.unit_ptr, self.unit_members, self.pinned_unit = fused_units(g)
-        else:
-            self.unit = g.unit
-            self.unit_ptr, self.unit_members = g.unit_members
-            self.pinned_unit = g.unit_pin >= 0
+        self.unit = g.unit
+        self.unit_ptr, self.unit_members = g.unit_members
+        self.pinned_unit = g.unit_pin >= 0
         self.units = None
         """Step 2's per-unit arrays, built when a move is first repaired."""
+        self.fine: _Mover | None = None
+        """For a coarse mover (`coarsened`), the mover it was made from, which holds step 2's arrays."""
         self.path = paths.path if paths is not None else None
         if self.path is not None:
             porder = np.argsort(self.path, kind="stable")
@@ -196,8 +196,18 @@ class _Mover:
             self.path_ptr = np.concatenate([[0], np.cumsum(pcounts)])
             self.path_members = porder
 
+    def coarsened(self) -> "_Mover":
+        """This mover with `fused_units`' coarse units as its move units: the same paths, and the same step 2
+        arrays (those of the graph's own units, which a repair moves), built once for both."""
+        out = copy.copy(self)
+        out.unit, out.unit_ptr, out.unit_members, out.pinned_unit = fused_units(self.g)
+        out.fine = self
+        return out
+
     def prepare(self, g: OpGraph, cm: CostModel) -> _Units:
         """Step 2's per-unit arrays (built once, before searches share this mover across threads)."""
+        if self.fine is not None:
+            return self.fine.prepare(g, cm)
         if self.units is None:
             self.units = _Units(g, cm)
         return self.units
@@ -305,9 +315,7 @@ def fused_units(g: OpGraph):
     m = (consumers[pairs[0]] == 1) & ~pinned[pairs[0]] & ~pinned[pairs[1]]
     n, second = join(n, pairs[0][m], pairs[1][m])
     unit = second[comp][g.unit].astype(np.int64)
-    members = np.argsort(unit, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(unit, minlength=n), out=ptr[1:])
+    ptr, members = _csr(unit, n)
     pinned = np.zeros(n, dtype=bool)
     pinned[unit[g.pinned >= 0]] = True
     return unit, ptr, members, pinned
@@ -520,7 +528,7 @@ class Refine:
         mover = _Mover(g, state.paths)
         fuse = self.fuse if self.fuse != "auto" else (self.respect_memory is not True
                                                        and g.num_nodes + g.num_edges >= FUSE_FROM)
-        coarse = _Mover(g, state.paths, True) if fuse else None
+        coarse = mover.coarsened() if fuse else None
         starts = [state.assignment] + list(state.alternatives)
         # quick makespans by assignment, and (plan, trial) pairs judged in full and rejected, shared by the
         # searches (see `Evaluator.memo` and `_descend`); searches on threads at once get a memo each
@@ -542,8 +550,6 @@ class Refine:
 
         if workers > 1 and bounded:     # the repairs' arrays, built once here rather than by two threads at once
             mover.prepare(g, cm)
-            if coarse is not None:
-                coarse.units = mover.units
         # on Ctrl-C, searches not begun never run and running ones stop at their next move
         results = map_in_order(search, range(len(starts)), workers, stop)
         for i, r in enumerate(results):
