@@ -72,7 +72,7 @@ class Evaluator:
             return run_kernel(self.g, self.cluster, dev, False).makespan_us
         with np.errstate(over="ignore"):     # the key's wrapping arithmetic, when run as plain Python
             key = tuple(np.uint64(x) for x in assignment_key(np.ascontiguousarray(dev), self.cluster.num_devices))
-        if key in self.memo and self.memo[key] >= 0:     # (a negative entry is only a bound: see first_shorter)
+        if key in self.memo:
             return float(self.memo[key])
         self.simulations += 1
         ms = self.memo[key] = run_kernel(self.g, self.cluster, dev, False).makespan_us

@@ -61,7 +61,6 @@ class StaticArrays:
     cptr: np.ndarray      # control out-edges grouped by source
     c_dst: np.ndarray
     indeg: np.ndarray     # all in-edges (data + control)
-    tail: np.ndarray      # per op: the longest chain of compute strictly after it (its successors' time_us)
 
 
 def static_arrays(g) -> StaticArrays:
@@ -97,15 +96,7 @@ def static_arrays(g) -> StaticArrays:
         i_pid=opid[iorder].astype(np.int64), i_fwd=efwd[iorder].copy(),
         cptr=cptr, c_dst=g.edge_dst[corder].astype(np.int64),
         indeg=np.bincount(g.edge_dst, minlength=V).astype(np.int64),
-        own_bytes=g.port_alloc_bytes.astype(np.int64), fwd=fwd, tail=_tails(g))
-
-
-def _tails(g) -> np.ndarray:
-    """Per op, the longest path of ``time_us`` among its descendants (data and control edges): whatever the
-    placement, the step cannot end before the op's finish plus this at the fastest device's speed."""
-    from ..analysis import _longest_paths, topological_order
-    reach, _ = _longest_paths(g, topological_order(g)[::-1], g.out_csr, g.edge_dst, g.time_us, None)
-    return reach
+        own_bytes=g.port_alloc_bytes.astype(np.int64), fwd=fwd)
 
 
 @njit
@@ -336,16 +327,10 @@ def _input_done(u, du, now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, 
 
 @njit(nogil=True)
 def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid,
-                    d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, tail, want_mem, ecpu, ecbw,
-                    endpoint, cutoff):
+                    d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, want_mem, ecpu, ecbw,
+                    endpoint):
     """One step. Returns (start, finish, ready, tr_pid, tr_dst, tr_bytes, tr_start, tr_finish, tr_arrive,
-    tr_send_start, tr_recv_start, peak, peak_t, cut).
-
-    With a finite ``cutoff``, the run stops as soon as the step is known to end at ``cutoff`` or later: when
-    an op starts at ``now`` on device d, the step lasts at least its finish plus the larger of ``tail[v]``
-    (its descendants' longest chain) at the fastest speed and the ops not yet started on d at d's speed.
-    ``cut`` is then that bound, lowered by a relative 1e-9 so that rounding cannot lift it over the makespan
-    a full run would give, and the other arrays are partial; ``cut`` is 0 after a full run.
+    tr_send_start, tr_recv_start, peak, peak_t).
 
     With ``endpoint``, each transfer of link (a, c) first runs ``ecpu[a, c] + bytes / ecbw[a, c]`` on device
     a (a *send*, queued there like an op, keyed after the ops ready at the same instant, sends in SPEC §1.1
@@ -432,13 +417,6 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
             _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[d], d, 0.0, v, v)
     for d in range(K):
         dn = _enlist(dflag, dlist, dn, d)
-    prune = cutoff < np.inf
-    rem = np.zeros(K)       # with ``prune``: the work of the ops not yet started, per device
-    inv_smax = 1.0 / speed.max() if K > 0 else 0.0
-    cut = 0.0
-    if prune:
-        for v in range(V):
-            rem[dev[v]] += time_us[v]
     now = 0.0
     while True:
         # starts: idle devices take their earliest-ready op, idle links their first transfer
@@ -461,20 +439,11 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 start[v] = now
                 f = now + time_us[v] / speed[d]
                 finish[v] = f
-                if prune:
-                    rem[d] -= time_us[v]
-                    lb = max(tail[v] * inv_smax, rem[d] / speed[d])
-                    lb = f + lb * (1.0 - 1e-9) - 1e-9 * f
-                    if lb >= cutoff:
-                        cut = lb
-                        break
                 en = _h3_push(et, ek, ei, 0, en, f, 0, v)
                 if want_mem:
                     for p in range(port_ptr[v], port_ptr[v + 1]):
                         tn = _alloc(d, own_bytes[p], alloc, touched, tlist, tn)
                     tn = _alloc(d, temp[v], alloc, touched, tlist, tn)
-        if cut > 0.0:
-            break
         dn = 0
         for j in range(ln):
             link = llist[j]
@@ -628,7 +597,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 dn = _input_done(x, dev[x], now, pending, ready, rq_f, rq_k, rq_i, rq_s, rq_t, roff, dflag, dlist, dn)
     return (start, finish, ready, tr_pid[:nt].copy(), tr_dst[:nt].copy(), tr_bytes[:nt].copy(),
             tr_start[:nt].copy(), tr_finish[:nt].copy(), tr_arrive[:nt].copy(), tr_sstart[:nt].copy(),
-            tr_rstart[:nt].copy(), peak, peak_t, cut)
+            tr_rstart[:nt].copy(), peak, peak_t)
 
 
 # ---------------------------------------------------------------------------
@@ -664,7 +633,6 @@ class KernelRun:
     tr_recv_start: np.ndarray   # its receive's start on the destination (-1 without endpoint CPU)
     transient: np.ndarray   # per device: peak of non-persistent bytes (zeros without memory)
     peak_t: np.ndarray      # per device: first instant of that peak
-    cut: float = 0.0        # 0: a full run (`run_kernel` always makes one)
 
     @property
     def makespan_us(self) -> float:
@@ -679,14 +647,14 @@ def _kernel_args(g, cluster) -> tuple[tuple, tuple]:
     sa = static_of(g)
     return ((cluster.speed, cluster.latency, cluster.bandwidth, sa.time_us, sa.temp, sa.port_ptr, sa.port_bytes,
              sa.port_owner, sa.pptr, sa.d_dst, sa.d_pid, sa.d_bytes, sa.iptr, sa.i_edge, sa.i_pid, sa.i_fwd,
-             sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd, sa.tail),
+             sa.cptr, sa.c_dst, sa.indeg, sa.own_bytes, sa.fwd),
             (cluster.transfer_cpu, cluster.transfer_cpu_bandwidth, cluster.has_transfer_cpu))
 
 
 def run_kernel(g, cluster, dev: np.ndarray, memory: bool) -> KernelRun:
     """Simulate ``g`` with op ``v`` on device ``dev[v]`` of ``cluster`` (SPEC §1); peaks only with ``memory``."""
     before, after = _kernel_args(g, cluster)
-    return KernelRun(*simulate_kernel(cluster.num_devices, dev, *before, memory, *after, np.inf))
+    return KernelRun(*simulate_kernel(cluster.num_devices, dev, *before, memory, *after))
 
 
 # ---------------------------------------------------------------------------
@@ -732,12 +700,9 @@ def assignment_key(dev, K):
 @njit(nogil=True)
 def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
                    temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd,
-                   cptr, c_dst, indeg, own_bytes, fwd, tail, ecpu, ecbw, endpoint):
+                   cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint):
     trial = dev.copy()
     lo0, hi0 = assignment_key(dev, K)
-    thresh = cur_ms - 1e-9      # a move is taken when its step is shorter than this
-    # each run stops once its step is known to last ``thresh`` or more (never before a step of 0 can)
-    cutoff = thresh if thresh > 0.0 else np.inf
     count = 0
     sims = 0
     n = mtarget.shape[0]
@@ -761,32 +726,25 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
             continue
         count += 1
         key = (lo, hi)
-        known = use_memo and key in memo
-        if known:
+        if use_memo and key in memo:
             ms = memo[key]
-            # a negative entry is a bound from a cut run (the step lasts -ms or more): enough unless the step
-            # to beat is now longer than that
-            known = ms >= 0.0 or -ms >= thresh
-        if not known:
+        else:
             for j in range(mptr[i], mptr[i + 1]):
                 trial[mnodes[j]] = t
             sims += 1
             r = simulate_kernel(K, trial, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr,
                                 d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes,
-                                fwd, tail, False, ecpu, ecbw, endpoint, cutoff)
+                                fwd, False, ecpu, ecbw, endpoint)
             for j in range(mptr[i], mptr[i + 1]):
                 trial[mnodes[j]] = dev[mnodes[j]]
-            if r[13] > 0.0:
-                ms = -r[13]
-            else:
-                ms = 0.0
-                for f in r[1]:
-                    ms = max(ms, f)
-                for f in r[8]:
-                    ms = max(ms, f)
+            ms = 0.0
+            for f in r[1]:
+                ms = max(ms, f)
+            for f in r[8]:
+                ms = max(ms, f)
             if use_memo:
                 memo[key] = ms
-        if 0.0 <= ms < thresh:
+        if ms < cur_ms - 1e-9:
             return i, count, ms, i + 1, sims
     return -1, count, np.inf, n, sims
 
