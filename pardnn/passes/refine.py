@@ -87,14 +87,18 @@ class Effort:
     """Step 1's boost on mid-sized graphs, from `MID_BOOST_FULL_FROM` nodes plus edges on (None: ``boost``).
     It ramps up from ``boost`` at `MID_BOOST_FROM`, where the budget stays flat; graphs below that keep the
     budget that holds them to about a second."""
+    mid_extra: float = 1.0
+    """A further multiplier of step 1's budget on graphs of `MID_BOOST_FULL_FROM` to `MID_EXTRA_FULL_UP_TO`
+    nodes plus edges (about 10k-60k ops), ramping up from 1 at `MID_BOOST_FROM` and down to 1 at
+    `MID_EXTRA_NONE_FROM`; not for a plan that breaks a memory limit, nor for ``refine-mem``."""
 
 
 EFFORTS = {
     "fast": Effort(work=1e6, boost=1.0, floor=5, kicks=False, ceiling=500, mem_work=2e6, mem_ceiling=2000),
     "default": Effort(work=5e6, boost=1.5, floor=30, kicks=True, ceiling=3000, mem_work=2e7, mem_ceiling=20000,
-                      mem_boost=2.0, mid_boost=3.0, mem_mid_boost=3.0, mem_min=50),
+                      mem_boost=2.0, mid_boost=3.0, mem_mid_boost=3.0, mem_min=50, mid_extra=4.0),
     "best": Effort(work=2e7, boost=3.0, floor=100, kicks=True, ceiling=20000, mem_work=2e7, mem_ceiling=20000,
-                   mem_boost=2.0, mem_mid_boost=3.0),
+                   mem_boost=2.0, mem_mid_boost=3.0, mid_extra=2.0),
 }
 """``pardnn partition --effort``: deterministic for each (a budget in simulations, never in seconds)."""
 BUDGET_WORK = EFFORTS["best"].work
@@ -106,6 +110,11 @@ MID_BOOST_FROM = 1.2e4
 """Up to this many nodes plus edges (graphs of about 5k ops) the boost is ``boost``, not ``mid_boost``."""
 MID_BOOST_FULL_FROM = 2.4e4
 """From this many nodes plus edges on, ``mid_boost`` in full (up to `BOOST_FULL_BELOW`, then tapering)."""
+MID_EXTRA_FULL_UP_TO = 1.5e5
+"""Up to this many nodes plus edges (about 60k ops; the tuning suite's largest mid-sized graph has 131k)
+step 1 gets ``Effort.mid_extra`` in full."""
+MID_EXTRA_NONE_FROM = 2.0e5
+"""From this many nodes plus edges on (about 75k ops), no ``mid_extra``: larger graphs keep their budget."""
 FUSE_FROM = 2.4e4
 """From this many nodes plus edges on (graphs of about 10k ops), step 1's refinement descends with coarse
 units first (`Refine.fuse`). On the tuning suite's graphs of 10k-50k ops (loose, K = 2, 4, 8) that made 29
@@ -127,12 +136,13 @@ _NEVER = threading.Event()
 
 
 def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: float = BUDGET_WORK,
-                   ceiling: int = 20000, mid_boost: float | None = None) -> int:
+                   ceiling: int = 20000, mid_boost: float | None = None, mid_extra: float = 1.0) -> int:
     """Simulations allowed: about ``boost`` x ``work`` / (V + E) up to `BOOST_FULL_BELOW`, the boost
     falling to 1 at `BOOST_NONE_ABOVE` and beyond; between ``floor`` for large graphs and ``ceiling`` for
     tiny ones. With ``mid_boost``, the boost rises from ``boost`` at `MID_BOOST_FROM` to ``mid_boost`` at
     `MID_BOOST_FULL_FROM` (in proportion to the size when ``mid_boost`` is twice ``boost``, so the budget
-    stays flat there) before it tapers.
+    stays flat there) before it tapers. ``mid_extra`` multiplies the budget from `MID_BOOST_FULL_FROM` to
+    `MID_EXTRA_FULL_UP_TO`, ramping up from 1 at `MID_BOOST_FROM` and down to 1 at `MID_EXTRA_NONE_FROM`.
 
     A simulation costs O(V + E), so at the best effort refinement takes a few seconds on graphs up to
     ~50k ops. On the largest graphs the budget falls towards its floor.
@@ -143,6 +153,10 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
         boost = boost + (mid_boost - boost) * ramp
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
+    if mid_extra != 1.0:
+        up = (size - MID_BOOST_FROM) / (MID_BOOST_FULL_FROM - MID_BOOST_FROM)
+        down = (MID_EXTRA_NONE_FROM - size) / (MID_EXTRA_NONE_FROM - MID_EXTRA_FULL_UP_TO)
+        scale *= 1.0 + (mid_extra - 1.0) * float(np.clip(min(up, down), 0.0, 1.0))
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
 
 
@@ -507,12 +521,14 @@ class Refine:
         if budget is None:
             floor = int(round(effort.floor * self.floor_share)) if self.min_evals is None else self.min_evals
             # after step 2 (respect_memory True) the memory-aware refinement's figures
-            work, ceiling, boost, mid = (
-                (effort.mem_work, effort.mem_ceiling, effort.mem_boost, effort.mem_mid_boost)
-                if self.respect_memory is True else (effort.work, effort.ceiling, effort.boost, effort.mid_boost))
+            work, ceiling, boost, mid, extra = (
+                (effort.mem_work, effort.mem_ceiling, effort.mem_boost, effort.mem_mid_boost, 1.0)
+                if self.respect_memory is True else
+                (effort.work, effort.ceiling, effort.boost, effort.mid_boost, effort.mid_extra))
             if self.boost is not None:
-                boost, mid = self.boost, None
-            budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling, mid_boost=mid)
+                boost, mid, extra = self.boost, None, 1.0
+            budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling, mid_boost=mid,
+                                    mid_extra=extra)
             if self.respect_memory is True and budget < effort.mem_min:
                 return state.with_stats(self.name, skipped=f"a budget of {budget} simulations, under the "
                                         f"{effort.mem_min} the {self.effort} effort asks for", budget=budget)

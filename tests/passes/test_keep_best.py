@@ -69,7 +69,8 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
     for n in (50, 2_000, 6_000, 9_000, 12_000, 30_000, 120_000, 300_000):
         big = SimpleNamespace(num_nodes=n, num_edges=n)
         one = {e: default_budget(big, floor=EFFORTS[e].floor, boost=EFFORTS[e].boost, work=EFFORTS[e].work,
-                                 ceiling=EFFORTS[e].ceiling, mid_boost=EFFORTS[e].mid_boost) for e in EFFORTS}
+                                 ceiling=EFFORTS[e].ceiling, mid_boost=EFFORTS[e].mid_boost,
+                                 mid_extra=EFFORTS[e].mid_extra) for e in EFFORTS}
         assert one["fast"] < one["default"] <= one["best"], (n, one)
     d = EFFORTS["default"]
     flat = {default_budget(SimpleNamespace(num_nodes=n, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
@@ -77,6 +78,12 @@ def test_effort_orders_the_budget_and_is_named_in_the_spec():
     assert flat == {625}
     assert default_budget(SimpleNamespace(num_nodes=50_000, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
                           ceiling=d.ceiling, mid_boost=d.mid_boost) == 300    # 3 x 5e6 / 50k, twice the plain boost
+    # with step 1's extra on mid-sized graphs: four times that from 24k to 150k nodes plus edges, ramping up
+    # from 12k and down to none at 200k; the graphs up to 12k and from 200k on keep their budget
+    extra = [default_budget(SimpleNamespace(num_nodes=n, num_edges=0), floor=d.floor, boost=d.boost, work=d.work,
+                            ceiling=d.ceiling, mid_boost=d.mid_boost, mid_extra=d.mid_extra)
+             for n in (5_000, 12_000, 18_000, 24_000, 50_000, 150_000, 175_000, 200_000, 500_000)]
+    assert extra == [1500, 625, 1562, 2500, 1200, 400, 200, 65, 30]
     # the memory-aware refinement's budgets are ordered the same way, at every size
     for n in (50, 2_000, 9_000, 20_000, 120_000, 300_000):
         big = SimpleNamespace(num_nodes=n, num_edges=n)
@@ -160,21 +167,32 @@ def test_a_plan_over_memory_gets_a_smaller_floor(monkeypatch):
 
 
 def test_the_mid_size_boost_is_for_plans_that_fit(monkeypatch):
-    """On a mid-sized graph (here the sizes are scaled down) step 1 gets ``mid_boost``, unless its plan breaks a
-    memory limit: step 2 rewrites that plan, so it keeps the plain ``boost``. `refine-mem` never takes it; it
-    has its own, ``mem_mid_boost``."""
+    """On a mid-sized graph (here the sizes are scaled down) step 1 gets ``mid_boost`` and ``mid_extra``,
+    unless its plan breaks a memory limit: step 2 rewrites that plan, so it keeps the plain ``boost``.
+    `refine-mem` never takes them; it has its own, ``mem_mid_boost``."""
     import dataclasses
 
     from pardnn.passes import make_pass
     from pardnn.passes import refine as refine_mod
 
     e = dataclasses.replace(EFFORTS["default"], work=1.0e4, mem_work=1.0e4, floor=1, boost=1.5, mid_boost=3.0,
-                            mem_boost=1.5, mem_mid_boost=None)
+                            mem_boost=1.5, mem_mid_boost=None, mid_extra=1.0)
     monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FROM", 10.0)
     monkeypatch.setattr(refine_mod, "MID_BOOST_FULL_FROM", 20.0)
     g, start, roomy, tight = _four_chains()     # 121 nodes + 120 edges
     assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(3.0 * 1e4 / 241)
+    # ``mid_extra`` on top, for step 1 on a plan that fits only, and only up to its sizes
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", dataclasses.replace(e, mid_extra=2.0))
+    assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(2.0 * 3.0 * 1e4 / 241)
+    assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
+    assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
+        int(1.5 * 1e4 / 241)
+    assert Refine(boost=1.5)(g, roomy, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
+    monkeypatch.setattr(refine_mod, "MID_EXTRA_FULL_UP_TO", 100.0)
+    monkeypatch.setattr(refine_mod, "MID_EXTRA_NONE_FROM", 200.0)
+    assert Refine()(g, roomy, start).stats["refine"]["budget"] == int(3.0 * 1e4 / 241)
+    monkeypatch.setitem(refine_mod.EFFORTS, "default", e)
     assert Refine()(g, tight, start).stats["refine"]["budget"] == int(1.5 * 1e4 / 241)
     assert make_pass("refine-mem")(g, roomy, start.replace(changed=True)).stats["refine"]["budget"] == \
         int(1.5 * 1e4 / 241)
