@@ -95,7 +95,7 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
               show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
 @click.option("--refine-evals", type=click.IntRange(min=0), default=None,
               help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size and "
-                   "--effort: at the default effort 7.5e6 to 1.5e7 / (nodes + edges) for step 1 and 4e7 / "
+                   "--effort: at the default effort 7.5e6 to 6e7 / (nodes + edges) for step 1 and 4e7 to 6e7 / "
                    "(nodes + edges) for step 2, up to 150k nodes plus edges; see docs/partitioner.md); fewer is "
                    "faster, more may place better. 0 skips refinement.")
 @click.option("--effort", type=click.Choice(["fast", "default", "best"]), default="default", show_default=True,
