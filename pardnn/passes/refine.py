@@ -148,15 +148,13 @@ def default_budget(g: OpGraph, *, floor: int = 100, boost: float = 3.0, work: fl
     ~50k ops. On the largest graphs the budget falls towards its floor.
     """
     size = g.num_nodes + g.num_edges
+    ramp = float(np.clip((size - MID_BOOST_FROM) / (MID_BOOST_FULL_FROM - MID_BOOST_FROM), 0.0, 1.0))
     if mid_boost is not None:
-        ramp = float(np.clip((size - MID_BOOST_FROM) / (MID_BOOST_FULL_FROM - MID_BOOST_FROM), 0.0, 1.0))
         boost = boost + (mid_boost - boost) * ramp
     taper = BOOST_NONE_ABOVE - BOOST_FULL_BELOW
     scale = 1.0 + (boost - 1.0) * float(np.clip((BOOST_NONE_ABOVE - size) / taper, 0.0, 1.0))
-    if mid_extra != 1.0:
-        up = (size - MID_BOOST_FROM) / (MID_BOOST_FULL_FROM - MID_BOOST_FROM)
-        down = (MID_EXTRA_NONE_FROM - size) / (MID_EXTRA_NONE_FROM - MID_EXTRA_FULL_UP_TO)
-        scale *= 1.0 + (mid_extra - 1.0) * float(np.clip(min(up, down), 0.0, 1.0))
+    down = float(np.clip((MID_EXTRA_NONE_FROM - size) / (MID_EXTRA_NONE_FROM - MID_EXTRA_FULL_UP_TO), 0.0, 1.0))
+    scale *= 1.0 + (mid_extra - 1.0) * min(ramp, down)
     return int(np.clip(scale * work / max(size, 1), floor, ceiling))
 
 
