@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from ..cluster import Cluster
 from ..ir import OpGraph
 from .._jit import HAVE_NUMBA
-from .kernel import assignment_key, first_shorter, new_memo, run_kernel
+from .kernel import assignment_key, first_shorter, first_shorter_strands, new_memo, run_kernel
 from .schedule import Schedule, simulate
 
 __all__ = ["Evaluator", "digest", "new_memo"]
@@ -47,6 +48,11 @@ class Evaluator:
     """Quick makespans by `assignment_key` (a `new_memo`, shared by the evaluators of one graph and cluster
     that run one after the other; never by two at once: the compiled move loop writes to it without Python's
     lock); None: no memo."""
+    strands: int = 1
+    """`first_shorter` tries its moves on this many threads at once (`first_shorter_strands`: the same
+    answer, sooner on a machine with the CPUs to spare), with ``run_on``; 1: on the caller's thread."""
+    run_on: Callable | None = field(default=None, repr=False)
+    """``run_on(fn, S)``: ``[fn(0), ..., fn(S - 1)]`` on threads at once (`pardnn.passes._threads.run_strands`)."""
 
     def __post_init__(self) -> None:
         if self.memo is not None and HAVE_NUMBA and type(self.memo) is dict:
@@ -83,8 +89,12 @@ class Evaluator:
         """The first of ``moves`` (``(ptr, ops, target)``, from ``first`` on) whose quick makespan is under
         ``cur_ms``, trying at most ``limit`` that change ``dev``: ``(index or -1, makespan, where to go on)``.
         Each move tried counts as an evaluation, as `quick_makespan` of its assignment would."""
-        i, counted, ms, nxt, sims = first_shorter(self.g, self.cluster, dev, *moves, first, limit, cur_ms,
-                                                  self.memo)
+        if self.strands > 1 and self.run_on is not None:
+            i, counted, ms, nxt, sims = first_shorter_strands(self.g, self.cluster, dev, *moves, first, limit,
+                                                              cur_ms, self.memo, self.strands, self.run_on)
+        else:
+            i, counted, ms, nxt, sims = first_shorter(self.g, self.cluster, dev, *moves, first, limit, cur_ms,
+                                                      self.memo)
         self.evaluations += counted
         self.simulations += sims
         return i, ms, nxt

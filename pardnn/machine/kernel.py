@@ -697,6 +697,44 @@ def assignment_key(dev, K):
     return lo, hi
 
 
+@leaf
+def _move_key(K, dev, mnodes, lo_j, hi_j, t, lo, hi):
+    """Whether moving ops ``mnodes[lo_j:hi_j]`` to device ``t`` changes ``dev``, and the key of the
+    assignment it makes, from ``dev``'s key ``(lo, hi)``."""
+    changed = False
+    for j in range(lo_j, hi_j):
+        v = mnodes[j]
+        d = dev[v]
+        if d != t:
+            changed = True
+            a, b = _op_key(v, d, K)
+            x, y = _op_key(v, t, K)
+            lo ^= a ^ x
+            hi ^= b ^ y
+    return changed, lo, hi
+
+
+@njit(nogil=True)
+def _trial_makespan(K, dev, trial, mnodes, lo_j, hi_j, t, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
+                    port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg,
+                    own_bytes, fwd, ecpu, ecbw, endpoint):
+    """The quick makespan of ``dev`` with ops ``mnodes[lo_j:hi_j]`` on device ``t``, simulated on ``trial``
+    (a copy of ``dev``, as it was again on return)."""
+    for j in range(lo_j, hi_j):
+        trial[mnodes[j]] = t
+    r = simulate_kernel(K, trial, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst,
+                        d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, False, ecpu,
+                        ecbw, endpoint)
+    for j in range(lo_j, hi_j):
+        trial[mnodes[j]] = dev[mnodes[j]]
+    ms = 0.0
+    for f in r[1]:
+        ms = max(ms, f)
+    for f in r[8]:
+        ms = max(ms, f)
+    return ms
+
+
 @njit(nogil=True)
 def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
                    temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd,
@@ -709,19 +747,7 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
     for i in range(first, n):
         if count >= limit:
             return -1, count, np.inf, i, sims
-        t = mtarget[i]
-        lo = lo0
-        hi = hi0
-        changed = False
-        for j in range(mptr[i], mptr[i + 1]):
-            v = mnodes[j]
-            d = dev[v]
-            if d != t:
-                changed = True
-                a, b = _op_key(v, d, K)
-                x, y = _op_key(v, t, K)
-                lo ^= a ^ x
-                hi ^= b ^ y
+        changed, lo, hi = _move_key(K, dev, mnodes, mptr[i], mptr[i + 1], mtarget[i], lo0, hi0)
         if not changed:
             continue
         count += 1
@@ -729,19 +755,10 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
         if use_memo and key in memo:
             ms = memo[key]
         else:
-            for j in range(mptr[i], mptr[i + 1]):
-                trial[mnodes[j]] = t
             sims += 1
-            r = simulate_kernel(K, trial, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr,
-                                d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes,
-                                fwd, False, ecpu, ecbw, endpoint)
-            for j in range(mptr[i], mptr[i + 1]):
-                trial[mnodes[j]] = dev[mnodes[j]]
-            ms = 0.0
-            for f in r[1]:
-                ms = max(ms, f)
-            for f in r[8]:
-                ms = max(ms, f)
+            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], speed, lat, bw, time_us,
+                                 temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge,
+                                 i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint)
             if use_memo:
                 memo[key] = ms
         if ms < cur_ms - 1e-9:
@@ -774,7 +791,7 @@ def new_memo():
 def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,
                   first: int, limit: int, cur_ms: float, memo=None) -> tuple[int, int, float, int, int]:
     """Try moves ``first, first + 1, ...`` on ``dev`` in turn: move ``i`` puts ops
-    ``mnodes[mptr[i]:mptr[i + 1]]`` on device ``mtarget[i]``. A move that changes nothing is skipped and not
+    ``mnodes[mptr[i]:mptr[i + 1]]`` (each listed once) on device ``mtarget[i]``. A move that changes nothing is skipped and not
     counted; every other is simulated (without memory; from ``memo`` when it holds the assignment) and
     counted. Returns ``(i, counted, makespan, next)``: the first move whose makespan is under ``cur_ms``
     (``i = -1`` when none is before ``limit`` moves were counted or the list ends), the moves counted
@@ -785,3 +802,123 @@ def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndar
         i, count, ms, nxt, sims = _first_shorter(cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit,
                                                  cur_ms, memo if use else new_memo(), use, *before, *after)
     return int(i), int(count), float(ms), int(nxt), int(sims)
+
+
+# ---------------------------------------------------------------------------
+# The same search on several threads at once: strands
+# ---------------------------------------------------------------------------
+#
+# A search takes the first move that shortens the step; most moves tried do not. `first_shorter_strands`
+# lists the moves `first_shorter` would try (those that change the plan, up to its limit) and deals them
+# out to S strands, strand s trying the s-th, (s + S)-th, ... in order on a thread of its own. A strand
+# that finds a shorter step records the move; a strand stops before any move after a move another strand
+# found. The answer is the first move found: every move before it was tried (by its strand) and was not
+# shorter, so it is `first_shorter`'s answer, and counted as `first_shorter` counts. While strands run
+# they only read the memo (a typed dict takes no concurrent writes); each keeps what it simulated, and the
+# memo takes it in afterwards.
+
+
+@njit(nogil=True)
+def _changed_moves(K, dev, mptr, mnodes, mtarget, first, limit):
+    """The moves from ``first`` on that change ``dev``, up to ``limit`` of them: their indices, the keys of
+    the assignments they make, and where `_first_shorter` would go on from when none is shorter."""
+    n = mtarget.shape[0]
+    size = max(0, min(limit, n - first))
+    idx = np.empty(size, dtype=np.int64)
+    klo = np.empty(size, dtype=np.uint64)
+    khi = np.empty(size, dtype=np.uint64)
+    lo0, hi0 = assignment_key(dev, K)
+    count = 0
+    i = first
+    while i < n and count < limit:
+        changed, lo, hi = _move_key(K, dev, mnodes, mptr[i], mptr[i + 1], mtarget[i], lo0, hi0)
+        if changed:
+            idx[count] = i
+            klo[count] = lo
+            khi[count] = hi
+            count += 1
+        i += 1
+    return idx[:count], klo[:count], khi[:count], i
+
+
+@njit(nogil=True)
+def _strand(K, dev, mptr, mnodes, mtarget, idx, klo, khi, s, S, found, found_ms, cur_ms, memo, use_memo,
+            new_lo, new_hi, new_ms, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst,
+            d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw,
+            endpoint):
+    """Strand ``s`` of ``S``: moves ``idx[s::S]`` in turn, until one is shorter (``found[s]``, ``found_ms[s]``
+    set) or another strand has found one before the next. Returns (new memo entries, simulations)."""
+    trial = dev.copy()
+    nnew = 0
+    sims = 0
+    for c in range(s, idx.shape[0], S):
+        i = idx[c]
+        ahead = False
+        for o in range(S):
+            if o != s and found[o] < i:
+                ahead = True
+        if ahead:
+            break
+        key = (klo[c], khi[c])
+        if use_memo and key in memo:
+            ms = memo[key]
+        else:
+            sims += 1
+            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], speed, lat, bw, time_us,
+                                 temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge,
+                                 i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint)
+            new_lo[nnew] = key[0]
+            new_hi[nnew] = key[1]
+            new_ms[nnew] = ms
+            nnew += 1
+        if ms < cur_ms - 1e-9:
+            found_ms[s] = ms
+            found[s] = i
+            break
+    return nnew, sims
+
+
+@njit
+def _memo_put(memo, lo, hi, ms, n):
+    for j in range(n):
+        memo[(lo[j], hi[j])] = ms[j]
+
+
+def first_shorter_strands(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndarray, mtarget: np.ndarray,
+                          first: int, limit: int, cur_ms: float, memo, strands: int,
+                          run_on) -> tuple[int, int, float, int, int]:
+    """`first_shorter`'s answer (the same tuple), its moves tried on ``strands`` strands at once:
+    ``run_on(fn, S)`` calls ``fn(s)`` for s = 0 .. S-1 on threads at once and returns the results in order
+    (`pardnn.passes._threads.run_strands`). The simulations counted include the strands' tries after the
+    answer."""
+    before, after = _kernel_args(g, cluster)
+    K = cluster.num_devices
+    use = memo is not None
+    memo_ = memo if use else new_memo()
+    with np.errstate(over="ignore"):
+        idx, klo, khi, end = _changed_moves(K, dev, mptr, mnodes, mtarget, first, limit)
+    n_idx = idx.shape[0]
+    S = max(1, min(int(strands), n_idx))
+    big = mtarget.shape[0] + 1
+    found = np.full(S, big, dtype=np.int64)
+    found_ms = np.full(S, np.inf)
+    news = [(np.empty(-(-n_idx // S), np.uint64), np.empty(-(-n_idx // S), np.uint64), np.empty(-(-n_idx // S)))
+            for _ in range(S)]
+
+    def strand(s: int) -> tuple[int, int]:
+        lo, hi, ms = news[s]
+        return _strand(K, dev, mptr, mnodes, mtarget, idx, klo, khi, s, S, found, found_ms, cur_ms, memo_, use,
+                       lo, hi, ms, *before, *after)
+
+    done = run_on(strand, S)
+    sims = 0
+    for s, (nnew, n_sims) in enumerate(done):
+        sims += n_sims
+        if use and nnew:
+            _memo_put(memo_, *news[s], nnew)
+    s = int(np.argmin(found))
+    if found[s] < big:
+        i = int(found[s])
+        return i, int(np.searchsorted(idx, i)) + 1, float(found_ms[s]), i + 1, sims
+    return -1, n_idx, float("inf"), int(end), sims
+

@@ -104,3 +104,69 @@ def map_in_order(fn: Callable[[T], R], items: Sequence[T], workers: int,
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+_HELPERS: ThreadPoolExecutor | None = None
+"""Helper threads for `run_strands`, kept for the process's life (`_HELPERS_SIZE` of them)."""
+_HELPERS_SIZE = 0
+_HELPERS_LOCK = threading.Lock()
+STRANDS_FROM = THREADS_FROM
+"""Searches try their moves on strands (`strands_for`) from this many nodes plus edges on. Below it a
+simulation takes a millisecond or less: on an idle 2-core machine two strands still made the tuning
+suite's slowest tight cases 5-15% faster, but beside one busy process 15-17% slower (pardnn/resnet K=4
+2.78 s against 2.37-2.42 s), as a strand the scheduler has set aside holds up each short call; from
+here on a call's simulations outweigh that (synthetic 10k and 50k ops, K=8, beside one busy process:
+as fast as one strand)."""
+STRANDS_UP_TO = 2e5
+"""... and up to this many nodes plus edges (about 75k ops). On the 200k-op graph (528k), K=8, two strands
+left the command's time as it was (the starts' searches already run on threads there and the search after
+them spends little on quick simulations) and took its peak RSS from 779 to 816 MB."""
+STRANDS = 2
+"""Strands a search's moves are tried on at once (`pardnn.machine.kernel.first_shorter_strands`), at most:
+most first-improvement calls end within a few moves, so more strands mostly try moves after the answer."""
+
+
+def _helpers(count: int) -> ThreadPoolExecutor:
+    """The helper threads (at least ``count``), made on first use."""
+    global _HELPERS, _HELPERS_SIZE
+    with _HELPERS_LOCK:
+        if _HELPERS is None or _HELPERS_SIZE < count:
+            _HELPERS_SIZE = max(count, STRANDS - 1)
+            _HELPERS = ThreadPoolExecutor(max_workers=_HELPERS_SIZE, thread_name_prefix="pardnn-strand")
+        return _HELPERS
+
+
+def run_strands(fn: Callable[[int], R], count: int) -> list[R]:
+    """``[fn(0), ..., fn(count - 1)]``: ``fn(0)`` on this thread, the others at once on helper threads that
+    stay for the process's life (starting a thread per call would cost more than a small graph's
+    simulation). Each ``fn(s)`` must release Python's lock (a compiled, nogil kernel) to run in parallel."""
+    if count <= 1:
+        return [fn(s) for s in range(count)]
+    pool = _helpers(count - 1)
+    futures = []
+    for s in range(1, count):
+        try:
+            futures.append(pool.submit(fn, s))
+        except RuntimeError:        # "can't start new thread": the rest run here, after strand 0 (the same answer)
+            break
+    rest = range(1 + len(futures), count)
+    try:
+        first = fn(0)
+    finally:
+        others = [f.result() for f in futures]      # never leave a strand running on the caller's arrays
+    return [first, *others, *(fn(s) for s in rest)]
+
+def strands_for(threads: int | None, g=None, num_devices: int = 1) -> int:
+    """Strands for a search that runs alone (`run_strands`): ``threads`` when given (at most `STRANDS`;
+    1 or less: one), else `STRANDS` when this process may use that many CPUs and ``g`` has from
+    `STRANDS_FROM` to `STRANDS_UP_TO` nodes plus edges, and more than ``num_devices`` squared (a
+    simulation's arrays grow with the K x K links: with more devices each strand would hold a copy of the
+    largest allocation, and a thread started short of memory can end the process without a word; see
+    `THREADS_FROM`); one otherwise."""
+    if threads is not None:
+        return max(1, min(STRANDS, int(threads)))
+    if g is not None:
+        size = g.num_nodes + g.num_edges
+        if not STRANDS_FROM <= size <= STRANDS_UP_TO or num_devices * num_devices > size:
+            return 1
+    return max(1, min(STRANDS, usable_cpus()))

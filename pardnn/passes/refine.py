@@ -49,7 +49,7 @@ from ..ir import OpGraph, _csr
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
-from ._threads import map_in_order, workers_for
+from ._threads import map_in_order, run_strands, strands_for, workers_for
 from .memory import _Units, apply_moves, knapsack_moves
 
 
@@ -497,7 +497,8 @@ class Refine:
     """Search the starts' shares of the budget (successive halving's first half) on this many threads at
     once; None: as many as there are starts, at most the CPUs this process may use, on graphs up to
     `_threads.THREADS_UP_TO` nodes plus edges (one thread above); 1 or less: one after the other. Each search is
-    independent, so the plan is the same on any number of threads."""
+    independent, so the plan is the same on any number of threads. A search that runs alone tries its moves on
+    `_threads.strands_for` strands at once (with this many threads: as many, at most 2), the same plan again."""
 
     def __post_init__(self) -> None:
         if self.effort not in EFFORTS:
@@ -550,6 +551,8 @@ class Refine:
         # successive halving: half the budget shared by every start, the rest for the best of them
         share = budget // (2 * len(starts)) if len(starts) > 1 else budget
         workers = workers_for(len(starts), self.threads, g)
+        # a search that runs alone tries its moves on strands at once (the same plan; `first_shorter_strands`)
+        strands = strands_for(self.threads, g, cluster.num_devices)
         # on threads, one memo per search (the compiled move loop writes to it without the GIL; one shared
         # memo corrupted the process); one after the other, one memo for all. ``rejected`` is a plain dict
         # that only Python code touches, and a hit costs what judging again would
@@ -560,7 +563,7 @@ class Refine:
 
         def search(i: int) -> dict:
             return self._search(g, cluster, cm, mover, starts[i], share, bounded, first if i == 0 else None,
-                                memos[i], rejected, stop, coarse)
+                                memos[i], rejected, stop, coarse, strands if workers == 1 else 1)
 
         if workers > 1 and bounded:     # the repairs' arrays, built once here rather than by two threads at once
             mover.prepare(g, cm)
@@ -579,7 +582,7 @@ class Refine:
         # no better), so the plan is the same without it
         if len(starts) > 1 and budget - used > 0 and not (self.skip_replays and best["replays"]):
             more = self._search(g, cluster, cm, mover, best["assignment"], budget - used, bounded,
-                                memo=best["memo"], rejected=rejected)
+                                memo=best["memo"], rejected=rejected, strands=strands)
             if more.get("skipped") is None and more["after_us"] <= best["after_us"]:
                 for k in ("accepted", "repairs", "repaired"):
                     more[k] += best[k]
@@ -595,7 +598,7 @@ class Refine:
                              alternatives=()).with_stats(self.name, **stats)
 
     def _search(self, g, cluster, cm, mover, start, budget, bounded, start_schedule=None, memo=None,
-                rejected=None, stop=None, coarse=None) -> dict:
+                rejected=None, stop=None, coarse=None, strands=1) -> dict:
         """Iterated local search from ``start`` with ``budget`` evaluations.
 
         Descend with the move ladder until no neighbourhood helps; while budget remains, perturb the
@@ -605,7 +608,7 @@ class Refine:
         once set, the search returns what it has at its next move (its caller was interrupted).
         """
         stop = stop or _NEVER
-        ev = Evaluator(g, cluster, memo=memo)
+        ev = Evaluator(g, cluster, memo=memo, strands=strands, run_on=run_strands)
         if start_schedule is None:
             s = ev.schedule(start, memory=bounded and self.respect_memory is not False)
         else:

@@ -88,3 +88,63 @@ def test_the_digest_tells_apart_assignments_onto_more_than_256_devices():
     assert digest(a, 301) != digest(b, 301)
     assert digest(a, 301) == digest(a.astype(np.int32), 301)
     assert digest(np.array([1, 2, 3]), 4) == digest(np.array([1, 2, 3], dtype=np.int16), 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(g=graphs(pins=False), k=st.integers(2, 4), seed=st.integers(0, 2 ** 16), strands=st.integers(2, 3))
+def test_strands_give_first_shorters_answer_and_count(g, k, seed, strands):
+    """`first_shorter_strands` (moves dealt to strands on threads, each stopping behind another's find) gives
+    `first_shorter`'s answer: the same move, count, makespan and place to go on from, at every limit and
+    bar, from a memo that holds some moves already; what its strands simulated then answers as the
+    simulator does."""
+    from pardnn.machine.kernel import first_shorter, first_shorter_strands, new_memo
+    from pardnn.passes._threads import run_strands
+
+    c = Cluster.homogeneous(k, latency_us=5.0, bandwidth_bytes_per_us=100.0)
+    rng = np.random.default_rng(seed)
+    dev = rng.integers(0, k, g.num_nodes).astype(np.int64)
+    here = run_kernel(g, c, dev, False).makespan_us
+    for _ in range(6):
+        m = int(rng.integers(1, 25))
+        # a move lists each op once (as refinement's units do: a key is the plan's with each listed op's
+        # device changed, so an op listed twice would change it back)
+        moved = [rng.choice(g.num_nodes, size=min(g.num_nodes, int(rng.integers(1, 3))), replace=False)
+                 for _ in range(m)]
+        ptr = np.concatenate([[0], np.cumsum([len(x) for x in moved])]).astype(np.int64)
+        ops = np.concatenate(moved).astype(np.int64)
+        target = rng.integers(0, k, m).astype(np.int64)
+        first, limit = int(rng.integers(0, m)), int(rng.integers(1, 30))
+        bar = here * float(rng.choice([0.9, 0.99, 1.0, 1.01, 1.2]))
+        seq, par = new_memo(), new_memo()
+        pre = int(rng.integers(0, m))       # both memos hold the first moves' makespans
+        first_shorter(g, c, dev, ptr, ops, target, 0, pre, -1.0, seq)
+        first_shorter(g, c, dev, ptr, ops, target, 0, pre, -1.0, par)
+        want = first_shorter(g, c, dev, ptr, ops, target, first, limit, bar, seq)
+        got = first_shorter_strands(g, c, dev, ptr, ops, target, first, limit, bar, par, strands, run_strands)
+        assert got[:4] == want[:4]
+        # the strands' simulations, in the memo, give the same answers as simulating anew
+        assert first_shorter(g, c, dev, ptr, ops, target, first, limit, bar, par)[:4] == want[:4]
+        assert first_shorter(g, c, dev, ptr, ops, target, 0, m, here * 1.01, par)[:4] == \
+            first_shorter(g, c, dev, ptr, ops, target, 0, m, here * 1.01, None)[:4]
+
+
+def test_an_evaluator_with_strands_answers_and_counts_as_one_without():
+    from pardnn.frontends.synthetic import transformer_training_graph
+    from pardnn.machine.evaluator import new_memo
+    from pardnn.passes._threads import run_strands
+
+    g = transformer_training_graph(600, seed=1)
+    c = Cluster.homogeneous(3, latency_us=5.0, bandwidth_bytes_per_us=100.0)
+    rng = np.random.default_rng(7)
+    dev = rng.integers(0, 3, g.num_nodes).astype(np.int64)
+    ms = run_kernel(g, c, dev, False).makespan_us
+    m = 200
+    moves = (np.arange(m + 1, dtype=np.int64), rng.integers(0, g.num_nodes, m).astype(np.int64),
+             rng.integers(0, 3, m).astype(np.int64))
+    one, two = Evaluator(g, c, memo=new_memo()), Evaluator(g, c, memo=new_memo(), strands=2, run_on=run_strands)
+    pos = 0
+    while pos < m:
+        a, b = one.first_shorter(dev, moves, pos, 50, ms * 0.999), two.first_shorter(dev, moves, pos, 50, ms * 0.999)
+        assert a == b and one.evaluations == two.evaluations
+        pos = a[2]
+    assert two.simulations >= one.simulations > 0       # strands may try moves after the answer

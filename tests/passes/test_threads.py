@@ -87,3 +87,46 @@ def test_a_background_job_runs_on_its_thread_at_once_or_inline_when_asked_and_ne
         raise ValueError("the job's own error")
     with Background(fails, threaded=True) as bg, pytest.raises(ValueError, match="own error"):
         bg.result()
+
+
+def test_strands_by_graph_size_devices_and_request():
+    from pardnn.passes._threads import STRANDS, STRANDS_FROM, STRANDS_UP_TO, strands_for
+
+    two = min(STRANDS, usable_cpus())
+    assert strands_for(None, graph(STRANDS_FROM), 8) == two
+    assert strands_for(None, graph(STRANDS_UP_TO), 8) == two
+    assert strands_for(None, graph(STRANDS_FROM - 1), 2) == 1           # a simulation costs less than a hand-over
+    assert strands_for(None, graph(STRANDS_UP_TO + 1), 8) == 1          # the 200k-op graph: RSS, no gain
+    assert strands_for(None, graph(30000), 174) == 1                     # 174 x 174 links > 30k nodes plus edges
+    assert strands_for(None, graph(30000), 173) == two
+    assert strands_for(1, graph(30000), 8) == 1 == strands_for(0, graph(30000), 8)     # asked for: as asked
+    assert strands_for(3, graph(10), 4096) == STRANDS
+
+
+def test_run_strands_runs_every_strand_at_once_and_in_order_even_when_no_thread_starts(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pardnn.passes import _threads
+
+    seen, lock = set(), threading.Lock()
+    both = threading.Barrier(2, timeout=10)     # strand 0 waits here for strand 1: they run at once
+
+    def strand(s):
+        with lock:
+            seen.add(threading.current_thread().name)
+        if both is not None:
+            both.wait()
+        return s * 10
+
+    assert _threads.run_strands(strand, 2) == [0, 10]
+    assert len(seen) == 2
+    both = None
+
+    class NoThreads(ThreadPoolExecutor):
+        def submit(self, *a, **k):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(_threads, "_helpers", lambda count: NoThreads(max_workers=1))
+    seen.clear()
+    assert _threads.run_strands(strand, 3) == [0, 10, 20]      # all on this thread, strand 0 first
+    assert seen == {threading.current_thread().name}
