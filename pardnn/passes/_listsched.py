@@ -311,10 +311,7 @@ def _grow(T, Q, I):
 # ---------------------------------------------------------------------------
 
 MAX_GAPS = 512
-"""Idle gaps remembered per device by the contention-aware schedules; beyond that the earliest is forgotten
-(ready times only grow, mostly). Without contention every gap is kept, as the Python baselines keep them,
-so that those schedules are the baselines' exactly (their arrays grow by doubling from `FIRST_GAPS`)."""
-FIRST_GAPS = 64
+"""Idle gaps remembered per device; beyond that the earliest is forgotten (ready times only grow, mostly)."""
 
 
 @leaf
@@ -345,7 +342,7 @@ def _take(gs, ge, ng, avail, widest, d, start, dur, j):
     if j < 0:
         a = avail[d]
         if start > a:
-            if n == gs.shape[1]:
+            if n == MAX_GAPS:
                 for i in range(n - 1):
                     gs[d, i] = gs[d, i + 1]
                     ge[d, i] = ge[d, i + 1]
@@ -361,7 +358,7 @@ def _take(gs, ge, ng, avail, widest, d, start, dur, j):
     left = start > lo
     right = hi > end
     if left and right:
-        if n == gs.shape[1]:    # no room to split: forget the piece before the op
+        if n == MAX_GAPS:       # no room to split: forget the piece before the op
             gs[d, j] = end
             return
         for i in range(n, j + 1, -1):
@@ -423,14 +420,13 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
         s = dev[u]
         if s == d:
             a = finish[u]
-        elif not contend:   # each edge priced alone, as the Python baselines do (`baselines.common.LinkCosts`)
-            a = finish[u] + lat[s, d] + in_bytes[j] * (1.0 / bw[s, d])
         else:
             a = tr_arr[p * K + d]
             if a < 0.0:
                 st = finish[u] if finish[u] > lf[s] else lf[s]
                 a = st + lat[s, d] + in_bytes[j] / bw[s, d]
-                lf[s] = a
+                if contend:
+                    lf[s] = a
         if a > t:
             t = a
     for i in range(c_ptr[v], c_ptr[v + 1]):
@@ -522,9 +518,8 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             if use_mem:
                 usage[unit_dev[u]] += unit_pers[u]
     if mode == 0:
-        max_gaps = MAX_GAPS if contend else V + 1
-        gs = np.zeros((K, min(FIRST_GAPS, max_gaps)))
-        ge = np.zeros((K, min(FIRST_GAPS, max_gaps)))
+        gs = np.zeros((K, MAX_GAPS))
+        ge = np.zeros((K, MAX_GAPS))
         ng = np.zeros(K, dtype=np.int64)
         widest = np.zeros(K)
         for idx in range(V):
@@ -575,13 +570,6 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             dev[v] = d
             start[v] = best_s
             finish[v] = best_f
-            if ng[d] == gs.shape[1] and gs.shape[1] < max_gaps:     # room for one more gap on d
-                width = min(2 * gs.shape[1], max_gaps)
-                gs2 = np.zeros((K, width))
-                ge2 = np.zeros((K, width))
-                gs2[:, :gs.shape[1]] = gs
-                ge2[:, :ge.shape[1]] = ge
-                gs, ge = gs2, ge2
             _take(gs, ge, ng, avail, widest, d, best_s, best_f - best_s, best_j)
             first = unit_dev[u] < 0
             if first:

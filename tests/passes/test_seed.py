@@ -228,35 +228,6 @@ def test_without_contention_the_kernel_makes_the_python_baselines_plans(case):
         assert np.array_equal(ours, PLACERS[mode](g, c).assignment), mode
 
 
-def _layered(rng, n: int, width: int):
-    """A random layered DAG of ``n`` ops, each output read by up to three ops of later layers, every edge
-    carrying its own byte count (edges of one output may carry different amounts, as in profiled graphs)."""
-    from pardnn.ir import GraphBuilder
-
-    b = GraphBuilder("layered")
-    for v in range(n):
-        b.add_node(f"n{v}", "Op", time_us=float(rng.integers(1, 50)), output_bytes=int(rng.integers(1, 10**6)))
-    for v in range(width, n):
-        layer = v - v % width       # the first op of v's layer: v reads ops of the four layers before
-        for u in set(rng.integers(max(0, layer - 4 * width), layer, 3).tolist()):
-            b.add_edge(f"n{u}", f"n{v}", bytes=int(rng.choice([0, 1000, 10**5, 10**6])))
-    return b.build()
-
-
-@pytest.mark.parametrize("n, width, k, latency, bandwidth", [(300, 6, 2, 20.0, 5e3), (3000, 40, 4, 20.0, 5e3),
-                                                           (4000, 2, 2, 100.0, 1e4)])
-def test_without_contention_the_kernel_makes_the_baselines_plans_on_larger_graphs(n, width, k, latency, bandwidth):
-    """The same on graphs the property test above does not reach: an output read by several ops over edges
-    of different sizes (each edge priced alone, not one transfer per output and device), and thousands of
-    ops; on the last, a device keeps more idle gaps than the contention-aware schedules remember
-    (`MAX_GAPS`: with that limit CPOP's plan there is not the baseline's)."""
-    g = _layered(np.random.default_rng(k), n, width)
-    c = Cluster.homogeneous(k, latency_us=latency, bandwidth_bytes_per_us=bandwidth)
-    for mode in ("heft", "etf", "cpop"):
-        ours = _listsched.schedule(g, c, mode, contention=False)[0]
-        assert np.array_equal(ours, PLACERS[mode](g, c).assignment), mode
-
-
 def test_speeds_units_and_pins():
     """A faster device takes the longer work; a colocation group stays whole; a pinned unit stays put.
 
