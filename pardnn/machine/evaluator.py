@@ -41,7 +41,8 @@ class Evaluator:
     cluster: Cluster
     evaluations: int = 0
     simulations: int = 0
-    """Evaluations that ran the simulator (the others came from the memo)."""
+    """Simulations run (evaluations that did not come from the memo; with strands, also the strands' tries
+    after the answer, so this figure depends on timing and may exceed ``evaluations``; the plan does not)."""
     best_makespan: float = float("inf")
     best: np.ndarray | None = field(default=None, repr=False)
     memo: object | None = field(default=None, repr=False)

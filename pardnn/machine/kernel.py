@@ -829,7 +829,7 @@ def _changed_moves(K, dev, mptr, mnodes, mtarget, first, limit):
     khi = np.empty(size, dtype=np.uint64)
     lo0, hi0 = assignment_key(dev, K)
     count = 0
-    i = first
+    i = min(first, n)       # (from past the end: none, and on from the end, as `_first_shorter`)
     while i < n and count < limit:
         changed, lo, hi = _move_key(K, dev, mnodes, mptr[i], mptr[i + 1], mtarget[i], lo0, hi0)
         if changed:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -131,15 +131,42 @@ def _helpers(count: int) -> ThreadPoolExecutor:
     global _HELPERS, _HELPERS_SIZE
     with _HELPERS_LOCK:
         if _HELPERS is None or _HELPERS_SIZE < count:
+            if _HELPERS is not None:
+                _HELPERS.shutdown(wait=False)
             _HELPERS_SIZE = max(count, STRANDS - 1)
             _HELPERS = ThreadPoolExecutor(max_workers=_HELPERS_SIZE, thread_name_prefix="pardnn-strand")
         return _HELPERS
 
 
+def _drop_helpers(pool: ThreadPoolExecutor) -> None:
+    """Forget ``pool``, cancelling what it queued: its ``submit`` queues a job before it starts the thread
+    for it, so a job whose thread could not start would otherwise run, stale, at the next call."""
+    global _HELPERS
+    with _HELPERS_LOCK:
+        pool.shutdown(wait=False, cancel_futures=True)
+        if _HELPERS is pool:
+            _HELPERS = None
+
+
+def _join(futures: list) -> None:
+    """Wait until every one of ``futures`` is done, even through Ctrl-C (raised after: a strand is short,
+    and must not go on with its caller's arrays)."""
+    interrupted = None
+    while True:
+        try:
+            wait(futures)
+            break
+        except BaseException as e:     # Ctrl-C while waiting
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+
+
 def run_strands(fn: Callable[[int], R], count: int) -> list[R]:
     """``[fn(0), ..., fn(count - 1)]``: ``fn(0)`` on this thread, the others at once on helper threads that
     stay for the process's life (starting a thread per call would cost more than a small graph's
-    simulation). Each ``fn(s)`` must release Python's lock (a compiled, nogil kernel) to run in parallel."""
+    simulation). Each ``fn(s)`` must release Python's lock (a compiled, nogil kernel) to run in parallel.
+    Returns only when every strand has ended (an exception of strand 0 first, else the first strand's)."""
     if count <= 1:
         return [fn(s) for s in range(count)]
     pool = _helpers(count - 1)
@@ -148,13 +175,15 @@ def run_strands(fn: Callable[[int], R], count: int) -> list[R]:
         try:
             futures.append(pool.submit(fn, s))
         except RuntimeError:        # "can't start new thread": the rest run here, after strand 0 (the same answer)
+            _drop_helpers(pool)
             break
     rest = range(1 + len(futures), count)
     try:
         first = fn(0)
     finally:
-        others = [f.result() for f in futures]      # never leave a strand running on the caller's arrays
-    return [first, *others, *(fn(s) for s in rest)]
+        _join(futures)      # never leave a strand running on the caller's arrays
+    return [first, *(f.result() for f in futures), *(fn(s) for s in rest)]
+
 
 def strands_for(threads: int | None, g=None, num_devices: int = 1) -> int:
     """Strands for a search that runs alone (`run_strands`): ``threads`` when given (at most `STRANDS`;

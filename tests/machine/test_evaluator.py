@@ -148,3 +148,7 @@ def test_an_evaluator_with_strands_answers_and_counts_as_one_without():
         assert a == b and one.evaluations == two.evaluations
         pos = a[2]
     assert two.simulations >= one.simulations > 0       # strands may try moves after the answer
+    from pardnn.machine.kernel import first_shorter, first_shorter_strands
+    for first in (m - 1, m, m + 2):     # at and past the end, as the one-thread kernel answers
+        assert first_shorter_strands(g, c, dev, *moves, first, 5, ms * 2, None, 2, run_strands)[:4] == \
+            first_shorter(g, c, dev, *moves, first, 5, ms * 2, None)[:4]

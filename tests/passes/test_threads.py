@@ -130,3 +130,41 @@ def test_run_strands_runs_every_strand_at_once_and_in_order_even_when_no_thread_
     seen.clear()
     assert _threads.run_strands(strand, 3) == [0, 10, 20]      # all on this thread, strand 0 first
     assert seen == {threading.current_thread().name}
+
+
+def test_a_strand_whose_thread_did_not_start_never_runs_later(monkeypatch):
+    """``submit`` queues a job before it starts the thread for it: when the start fails, the strand runs on
+    the caller's thread, and the queued copy is cancelled rather than run, stale, at the next call."""
+    from pardnn.passes import _threads
+
+    monkeypatch.setattr(_threads, "_HELPERS", None)
+    pool = _threads._helpers(1)
+    real = threading.Thread.start
+    calls = []
+
+    def no_start(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_start)
+    assert _threads.run_strands(lambda s: calls.append(("a", s)) or s, 2) == [0, 1]
+    monkeypatch.setattr(threading.Thread, "start", real)
+    assert _threads._HELPERS is not pool
+    assert _threads.run_strands(lambda s: calls.append(("b", s)) or s, 2) == [0, 1]
+    assert sorted(calls) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
+def test_run_strands_returns_only_when_every_strand_has_ended():
+    from pardnn.passes import _threads
+
+    ended = threading.Event()
+
+    def strand(s):
+        if s == 0:
+            raise ValueError("strand 0")
+        time.sleep(0.2)
+        ended.set()
+        return s
+
+    with pytest.raises(ValueError, match="strand 0"):
+        _threads.run_strands(strand, 2)
+    assert ended.is_set()
