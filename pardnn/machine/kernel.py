@@ -715,16 +715,13 @@ def _move_key(K, dev, mnodes, lo_j, hi_j, t, lo, hi):
 
 
 @njit(nogil=True)
-def _trial_makespan(K, dev, trial, mnodes, lo_j, hi_j, t, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
-                    port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg,
-                    own_bytes, fwd, ecpu, ecbw, endpoint):
+def _trial_makespan(K, dev, trial, mnodes, lo_j, hi_j, t, before, after):
     """The quick makespan of ``dev`` with ops ``mnodes[lo_j:hi_j]`` on device ``t``, simulated on ``trial``
-    (a copy of ``dev``, as it was again on return)."""
+    (a copy of ``dev``, as it was again on return); ``before``, ``after``: the kernel's other arguments
+    (`_kernel_args`)."""
     for j in range(lo_j, hi_j):
         trial[mnodes[j]] = t
-    r = simulate_kernel(K, trial, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst,
-                        d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, False, ecpu,
-                        ecbw, endpoint)
+    r = simulate_kernel(K, trial, *before, False, *after)
     for j in range(lo_j, hi_j):
         trial[mnodes[j]] = dev[mnodes[j]]
     ms = 0.0
@@ -736,9 +733,7 @@ def _trial_makespan(K, dev, trial, mnodes, lo_j, hi_j, t, speed, lat, bw, time_u
 
 
 @njit(nogil=True)
-def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, speed, lat, bw, time_us,
-                   temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd,
-                   cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint):
+def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, use_memo, before, after):
     trial = dev.copy()
     lo0, hi0 = assignment_key(dev, K)
     count = 0
@@ -756,9 +751,7 @@ def _first_shorter(K, dev, mptr, mnodes, mtarget, first, limit, cur_ms, memo, us
             ms = memo[key]
         else:
             sims += 1
-            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], speed, lat, bw, time_us,
-                                 temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge,
-                                 i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint)
+            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], before, after)
             if use_memo:
                 memo[key] = ms
         if ms < cur_ms - 1e-9:
@@ -800,7 +793,7 @@ def first_shorter(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes: np.ndar
     use = memo is not None
     with np.errstate(over="ignore"):     # the keys' wrapping arithmetic, when run as plain Python
         i, count, ms, nxt, sims = _first_shorter(cluster.num_devices, dev, mptr, mnodes, mtarget, first, limit,
-                                                 cur_ms, memo if use else new_memo(), use, *before, *after)
+                                                 cur_ms, memo if use else new_memo(), use, before, after)
     return int(i), int(count), float(ms), int(nxt), int(sims)
 
 
@@ -843,9 +836,7 @@ def _changed_moves(K, dev, mptr, mnodes, mtarget, first, limit):
 
 @njit(nogil=True)
 def _strand(K, dev, mptr, mnodes, mtarget, idx, klo, khi, s, S, found, found_ms, cur_ms, memo, use_memo,
-            new_lo, new_hi, new_ms, speed, lat, bw, time_us, temp, port_ptr, port_bytes, port_owner, pptr, d_dst,
-            d_pid, d_bytes, iptr, i_edge, i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw,
-            endpoint):
+            new_lo, new_hi, new_ms, before, after):
     """Strand ``s`` of ``S``: moves ``idx[s::S]`` in turn, until one is shorter (``found[s]``, ``found_ms[s]``
     set) or another strand has found one before the next. Returns (new memo entries, simulations)."""
     trial = dev.copy()
@@ -864,9 +855,7 @@ def _strand(K, dev, mptr, mnodes, mtarget, idx, klo, khi, s, S, found, found_ms,
             ms = memo[key]
         else:
             sims += 1
-            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], speed, lat, bw, time_us,
-                                 temp, port_ptr, port_bytes, port_owner, pptr, d_dst, d_pid, d_bytes, iptr, i_edge,
-                                 i_pid, i_fwd, cptr, c_dst, indeg, own_bytes, fwd, ecpu, ecbw, endpoint)
+            ms = _trial_makespan(K, dev, trial, mnodes, mptr[i], mptr[i + 1], mtarget[i], before, after)
             new_lo[nnew] = key[0]
             new_hi[nnew] = key[1]
             new_ms[nnew] = ms
@@ -902,13 +891,13 @@ def first_shorter_strands(g, cluster, dev: np.ndarray, mptr: np.ndarray, mnodes:
     big = mtarget.shape[0] + 1
     found = np.full(S, big, dtype=np.int64)
     found_ms = np.full(S, np.inf)
-    news = [(np.empty(-(-n_idx // S), np.uint64), np.empty(-(-n_idx // S), np.uint64), np.empty(-(-n_idx // S)))
-            for _ in range(S)]
+    per = -(-n_idx // S)        # the moves of the strand with the most
+    news = [(np.empty(per, np.uint64), np.empty(per, np.uint64), np.empty(per)) for _ in range(S)]
 
     def strand(s: int) -> tuple[int, int]:
         lo, hi, ms = news[s]
         return _strand(K, dev, mptr, mnodes, mtarget, idx, klo, khi, s, S, found, found_ms, cur_ms, memo_, use,
-                       lo, hi, ms, *before, *after)
+                       lo, hi, ms, before, after)
 
     done = run_on(strand, S)
     sims = 0
