@@ -76,6 +76,13 @@ import numpy as np
 from .._jit import leaf, njit
 
 HEFT, ETF = 0, 1
+SHARED, CONTEND, EXACT = 0, 1, 2
+"""How a transfer is priced (``contention``): `CONTEND` (True) as above; `SHARED` (False) one transfer per
+(port, destination) as above but each with its link to itself; `EXACT` ("exact") as the Python baselines price
+it, each edge alone (``latency + bytes / bandwidth`` after its producer ends, the port's other consumers on that
+device notwithstanding), every idle gap of HEFT's timelines kept (`MAX_GAPS`). With `EXACT` the plain
+``heft``, ``etf``, ``cpop`` and SCT plans are the baselines' own, on graphs of any size."""
+PRICINGS = {True: CONTEND, False: SHARED, "exact": EXACT}
 MODES = {"heft": HEFT, "etf": ETF, "etf-rank": ETF, "cpop": HEFT}
 """The schedulers by name: ``etf`` breaks ties by Hwang's static level (compute only, as the ``etf``
 baseline), ``etf-rank`` by HEFT's upward rank (communication included); ``cpop`` is HEFT's engine in CPOP's
@@ -311,7 +318,10 @@ def _grow(T, Q, I):
 # ---------------------------------------------------------------------------
 
 MAX_GAPS = 512
-"""Idle gaps remembered per device; beyond that the earliest is forgotten (ready times only grow, mostly)."""
+"""Idle gaps remembered per device; beyond that the earliest is forgotten (ready times only grow, mostly).
+The `EXACT` pricing keeps every gap, as the Python baselines do (its arrays grow by doubling from
+`FIRST_GAPS`)."""
+FIRST_GAPS = 64
 
 
 @leaf
@@ -342,7 +352,7 @@ def _take(gs, ge, ng, avail, widest, d, start, dur, j):
     if j < 0:
         a = avail[d]
         if start > a:
-            if n == MAX_GAPS:
+            if n == gs.shape[1]:
                 for i in range(n - 1):
                     gs[d, i] = gs[d, i + 1]
                     ge[d, i] = ge[d, i + 1]
@@ -358,7 +368,7 @@ def _take(gs, ge, ng, avail, widest, d, start, dur, j):
     left = start > lo
     right = hi > end
     if left and right:
-        if n == MAX_GAPS:       # no room to split: forget the piece before the op
+        if n == gs.shape[1]:    # no room to split: forget the piece before the op
             gs[d, j] = end
             return
         for i in range(n, j + 1, -1):
@@ -409,7 +419,7 @@ def _sort_inputs(v, in_ptr, in_port, port_owner, finish, perm, key):
 def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src, port_owner,
                 link_free, tr_arr, lf, contend):
     """When every input of ``v`` would be on device ``d`` if ``v`` went there now (tentative transfers included;
-    without ``contend``, each transfer has its link to itself)."""
+    priced as ``contend`` says, `PRICINGS`)."""
     for s in range(K):
         lf[s] = link_free[s * K + d]
     t = 0.0
@@ -420,12 +430,14 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
         s = dev[u]
         if s == d:
             a = finish[u]
+        elif contend == EXACT:      # each edge priced alone (`pardnn.baselines.common.LinkCosts`)
+            a = finish[u] + lat[s, d] + in_bytes[j] / bw[s, d]
         else:
             a = tr_arr[p * K + d]
             if a < 0.0:
                 st = finish[u] if finish[u] > lf[s] else lf[s]
                 a = st + lat[s, d] + in_bytes[j] / bw[s, d]
-                if contend:
+                if contend == CONTEND:
                     lf[s] = a
         if a > t:
             t = a
@@ -441,7 +453,7 @@ def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, 
 @leaf
 def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, port_owner, link_free, tr_arr, contend):
     """Reserve the links for the transfers ``v`` on ``d`` starts (those no earlier consumer on ``d`` started);
-    without ``contend`` only their arrivals are kept (the links stay free)."""
+    unless ``contend`` is `CONTEND` only their arrivals are kept (the links stay free)."""
     n = 0
     for i in range(in_ptr[v], in_ptr[v + 1]):
         j = perm[i]
@@ -452,7 +464,7 @@ def _reserve(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, por
             link = s * K + d
             st = finish[u] if finish[u] > link_free[link] else link_free[link]
             a = st + lat[s, d] + in_bytes[j] / bw[s, d]
-            if contend:
+            if contend == CONTEND:
                 link_free[link] = a
             tr_arr[p * K + d] = a
             n += 1
@@ -491,7 +503,8 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
     When it did not, every decision was the plain schedule's, so the plan is the plain plan.
 
     ``order`` is HEFT's op order (mode 0); ``prio`` the tie-break rank of ETF (mode 1, larger first).
-    ``unit_pin``: each unit's device or -1. ``prefer`` (mode 0): each op's preferred device or -1, taken
+    ``contend``: the pricing (`CONTEND`, `SHARED` or `EXACT`). ``unit_pin``: each unit's device or -1.
+    ``prefer`` (mode 0): each op's preferred device or -1, taken
     when the op's unit is not placed yet (and, with ``use_mem``, the device has room). ``fav`` (mode 1):
     each op's favourite child or -1, for SCT (`sct_schedule_both`); empty for plain ETF.
     """
@@ -518,8 +531,9 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             if use_mem:
                 usage[unit_dev[u]] += unit_pers[u]
     if mode == 0:
-        gs = np.zeros((K, MAX_GAPS))
-        ge = np.zeros((K, MAX_GAPS))
+        max_gaps = V + 1 if contend == EXACT else MAX_GAPS
+        gs = np.zeros((K, min(FIRST_GAPS, max_gaps)))
+        ge = np.zeros((K, min(FIRST_GAPS, max_gaps)))
         ng = np.zeros(K, dtype=np.int64)
         widest = np.zeros(K)
         for idx in range(V):
@@ -570,6 +584,13 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
             dev[v] = d
             start[v] = best_s
             finish[v] = best_f
+            if ng[d] == gs.shape[1] and gs.shape[1] < max_gaps:     # room for one more gap on d
+                width = min(2 * gs.shape[1], max_gaps)
+                gs2 = np.zeros((K, width))
+                ge2 = np.zeros((K, width))
+                gs2[:, :gs.shape[1]] = gs
+                ge2[:, :ge.shape[1]] = ge
+                gs, ge = gs2, ge2
             _take(gs, ge, ng, avail, widest, d, best_s, best_f - best_s, best_j)
             first = unit_dev[u] < 0
             if first:
@@ -832,18 +853,21 @@ def list_schedule(mode, order, prio, K, speed, lat, bw, time_us, in_ptr, in_port
 
 
 def schedule(g, cluster, mode: str, *, memory: bool = False, arrays: ListSchedArrays | None = None,
-             rank: np.ndarray | None = None, level: np.ndarray | None = None, contention: bool = True
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             rank: np.ndarray | None = None, level: np.ndarray | None = None, contention: bool | str = True,
+             favourite: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(device, start, finish)`` of every op from the ``mode`` list schedule of ``g`` (a `MODES` name).
 
     ``memory`` steers by the cluster's capacities (module docstring); ``arrays``, ``rank`` and ``level``
-    (from `prepare`, `ranks` and `static_levels`) may be passed in when several schedules share them.
+    (from `prepare`, `ranks` and `static_levels`) may be passed in when several schedules share them;
+    ``contention``: a `PRICINGS` key; ``favourite`` (``etf`` only): each op's favourite child, for SCT
+    (`sct_schedule_both`).
     """
-    return _run(g, cluster, mode, memory, arrays, rank, level, contention)[:3]
+    fav = None if favourite is None else np.asarray(favourite, dtype=np.int64)
+    return _run(g, cluster, mode, memory, arrays, rank, level, contention, fav)[:3]
 
 
 def schedule_both(g, cluster, mode: str, *, arrays: ListSchedArrays | None = None, rank: np.ndarray | None = None,
-                  level: np.ndarray | None = None, contention: bool = True,
+                  level: np.ndarray | None = None, contention: bool | str = True,
                   favourite: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The devices of the plain and of the memory-aware ``mode`` schedule, ``(plain, aware)``: one run when
     memory never kept an op off a device (the two are then the same plan, decision by decision; the usual
@@ -854,19 +878,23 @@ def schedule_both(g, cluster, mode: str, *, arrays: ListSchedArrays | None = Non
 
 
 def sct_schedule_both(g, cluster, favourite: np.ndarray, *, arrays: ListSchedArrays | None = None,
-                      level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                      level: np.ndarray | None = None, contention: bool | str = False
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """SCT's plans, ``(plain, memory-aware)``, from each op's ``favourite`` child (-1: none; see
     `pardnn.baselines.sct.favourite_children`): ETF without link contention in which a device whose last op
     has a ready favourite child that starts no later there than anywhere else runs it, or an urgent op that
-    starts no later (`pardnn.baselines.etf`'s rules). The plain plan is the ``sct`` baseline's; the
-    memory-aware one uses this module's memory bookkeeping, not the ``m-sct`` baseline's. One run when memory
-    never kept an op off a device, as `schedule_both`."""
-    return schedule_both(g, cluster, "etf", arrays=arrays, level=level, contention=False,
+    starts no later (`pardnn.baselines.etf`'s rules). With ``contention="exact"`` the plain plan is the ``sct``
+    baseline's on any graph (False: on graphs where no port feeds two consumers on one device over edges of
+    different sizes and no device has more than `MAX_GAPS` gaps); the memory-aware one uses this module's
+    memory bookkeeping, not the ``m-sct`` baseline's. One run when memory never kept an op off a device, as
+    `schedule_both`."""
+    return schedule_both(g, cluster, "etf", arrays=arrays, level=level, contention=contention,
                          favourite=np.asarray(favourite, dtype=np.int64))
 
 
 def _run(g, cluster, mode, memory, arrays, rank, level, contention=True, fav=None):
     m = MODES[mode]
+    pricing = PRICINGS[contention]
     a = arrays if arrays is not None else prepare(g)
     if mode == "etf":
         prio = level if level is not None else static_levels(g, cluster, a)
@@ -883,4 +911,4 @@ def _run(g, cluster, mode, memory, arrays, rank, level, contention=True, fav=Non
                          cluster.path_bandwidth, a.time_us, a.in_ptr, a.in_port, a.in_bytes, a.c_ptr, a.c_src,
                          a.out_ptr, a.out_dst, a.indeg, a.port_owner, a.port_ptr, a.held, a.cons, a.out_total,
                          a.temp, a.unit, pins, a.unit_pers, a.unit_ptr, a.unit_mem, cluster.capacity, bool(memory),
-                         prefer, bool(contention), np.empty(0, dtype=np.int64) if fav is None else fav)
+                         prefer, pricing, np.empty(0, dtype=np.int64) if fav is None else fav)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pardnn.baselines import PLACERS
 from pardnn.cluster import Cluster, Device
 from pardnn.machine import simulate, single_device_peak
 from pardnn.partitioner import PardnnOptions, default_spec, run as run_pardnn
@@ -115,7 +116,8 @@ def test_each_effort_is_deterministic_and_fast_spends_less():
 def test_the_pipeline_is_never_worse_than_any_of_its_starts(case, scale):
     """The mapped plan and every seed (list schedules, the METIS cut) are starts; the result beats or ties each of them
     by the machine model's order (fits first, then step time; else less overflow), with and without
-    memory limits."""
+    memory limits. Among them are the plain plans of the HEFT, ETF, CPOP, SCT and METIS baselines, so the
+    result is never worse than theirs either."""
     g, c = case
     if scale is not None:
         cap = max(1, int(scale * single_device_peak(g)))
@@ -127,6 +129,8 @@ def test_the_pipeline_is_never_worse_than_any_of_its_starts(case, scale):
     final = plan_key(simulate(g, c, plan.assignment), bounded)
     for label, dev in state.starts:
         assert final <= plan_key(simulate(g, c, dev), bounded), label
+    for name in ("heft", "etf", "cpop", "sct", "metis"):
+        assert final <= plan_key(simulate(g, c, PLACERS[name](g, c).assignment), bounded), name
 
 
 @pytest.mark.parametrize("effort", ["fast", "default", "best"])

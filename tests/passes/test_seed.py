@@ -218,14 +218,65 @@ def test_the_compiled_sct_makes_the_sct_baselines_plan(case, draw):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases())
 def test_without_contention_the_kernel_makes_the_python_baselines_plans(case):
-    """``contention=False`` prices each transfer as if it had its link to itself, which is how the Python
-    baselines price them: the compiled HEFT, ETF and CPOP then make the ``heft``, ``etf`` and ``cpop``
-    baselines' plans (the seed pass's ``-nc`` starts). Memory-aware plans may differ: the kernel's memory
-    bookkeeping is a simplified `MemoryTracker` (`_listsched`'s docstring)."""
+    """``contention=False`` prices each transfer as if it had its link to itself, as the Python baselines
+    price them: on these small graphs the compiled HEFT, ETF and CPOP then make the ``heft``, ``etf`` and
+    ``cpop`` baselines' plans (the seed pass's ``-nc`` starts), and with ``contention="exact"`` (the ``-x``
+    starts) always. Memory-aware plans may differ: the kernel's memory bookkeeping is a simplified
+    `MemoryTracker` (`_listsched`'s docstring)."""
     g, c = case
     for mode in ("heft", "etf", "cpop"):
-        ours = _listsched.schedule(g, c, mode, contention=False)[0]
-        assert np.array_equal(ours, PLACERS[mode](g, c).assignment), mode
+        base = PLACERS[mode](g, c).assignment
+        for contention in (False, "exact"):
+            assert np.array_equal(_listsched.schedule(g, c, mode, contention=contention)[0], base), mode
+
+
+def _layered(rng, n: int, width: int):
+    """A random layered DAG of ``n`` ops, each output read by up to three ops of later layers, every edge
+    carrying its own byte count (edges of one output may carry different amounts, as in profiled graphs)."""
+    from pardnn.ir import GraphBuilder
+
+    b = GraphBuilder("layered")
+    for v in range(n):
+        b.add_node(f"n{v}", "Op", time_us=float(rng.integers(1, 50)), output_bytes=int(rng.integers(1, 10**6)))
+    for v in range(width, n):
+        layer = v - v % width       # the first op of v's layer: v reads ops of the four layers before
+        for u in set(rng.integers(max(0, layer - 4 * width), layer, 3).tolist()):
+            b.add_edge(f"n{u}", f"n{v}", bytes=int(rng.choice([0, 1000, 10**5, 10**6])))
+    return b.build()
+
+
+@pytest.mark.parametrize("n, width, k, latency, bandwidth, with_sct", [
+    (300, 6, 2, 20.0, 5e3, True), (3000, 40, 4, 20.0, 5e3, False), (4000, 2, 2, 100.0, 1e4, True)])
+def test_the_exact_pricing_makes_the_baselines_plans_on_larger_graphs(n, width, k, latency, bandwidth, with_sct):
+    """``contention="exact"`` on graphs the property test above does not reach: an output read by several ops
+    over edges of different sizes (each edge priced alone, not one transfer per output and device), and
+    thousands of ops; on the last a device keeps more idle gaps than `_listsched.MAX_GAPS`. The plain HEFT,
+    ETF, CPOP and SCT plans are the baselines' (the ``-x`` starts); without it some are not. (SCT's LP takes
+    about 47 s on the wide graph, so SCT is checked on the other two.)"""
+    from pardnn.baselines import sct
+
+    g = _layered(np.random.default_rng(k), n, width)
+    c = Cluster.homogeneous(k, latency_us=latency, bandwidth_bytes_per_us=bandwidth)
+    differ = 0
+    for mode in ("heft", "etf", "cpop"):
+        base = PLACERS[mode](g, c).assignment
+        assert np.array_equal(_listsched.schedule(g, c, mode, contention="exact")[0], base), mode
+        differ += not np.array_equal(_listsched.schedule(g, c, mode, contention=False)[0], base)
+    if not with_sct:
+        assert differ > 0
+        # the seed pass records them as starts for the ``best`` pass
+        out = Seed(schedulers="heft+etf+cpop")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+        figures, plans = out.stats["seed"]["starts"], dict(out.starts)
+        for mode in ("heft", "etf", "cpop"):
+            label = figures[f"{mode}-x"].get("same_as", f"{mode}-x")
+            assert np.array_equal(plans[label], PLACERS[mode](g, c).assignment), mode
+            assert (label == f"{mode}-x") == figures[label].get("recorded_only", False)
+        return
+    fav = sct.favourite_children(g, c)
+    ours = _listsched.schedule(g, c, "etf", contention="exact", favourite=fav)[0]
+    assert np.array_equal(ours, PLACERS["sct"](g, c).assignment)
+    assert np.array_equal(_listsched.sct_schedule_both(g, c, fav, contention="exact")[0], ours)
+    assert differ > 0 or n == 300
 
 
 def test_speeds_units_and_pins():
@@ -297,15 +348,17 @@ def test_seed_options_and_registry():
     c = Cluster.homogeneous(2)
     zero = PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64))
     out = seed(g, c, zero)
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "etf", "etf-nc"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "etf", "etf-nc", "etf-x"}
     for contention, labels in ((True, {"etf"}), (False, {"etf-nc"})):
         out = replace(seed, contention=contention)(g, c, zero)
+        assert set(out.stats["seed"]["starts"]) == {"incoming", "etf-x"} | labels
+        out = replace(seed, contention=contention, exact_max_nodes=g.num_nodes - 1)(g, c, zero)
         assert set(out.stats["seed"]["starts"]) == {"incoming"} | labels
     assert set(Seed(schedulers="metis+sct")(g, c, zero).stats["seed"]["starts"]) == \
-        {"incoming", "metis", "metis-var", "sct"}
+        {"incoming", "metis", "metis-var", "sct", "sct-x"}
     # a scheduler named twice runs once, also above the variants' size limit
     assert list(Seed(schedulers="metis+heft+metis")(g, c, zero).stats["seed"]["starts"]) == \
-        ["incoming", "metis", "metis-var", "heft", "heft-nc"]
+        ["incoming", "metis", "metis-var", "heft", "heft-nc", "heft-x"]
     out = Seed(schedulers="metis+metis", metis_variants_max_nodes=g.num_nodes - 1)(g, c, zero)
     assert list(out.stats["seed"]["starts"]) == ["incoming", "metis"]
     assert np.array_equal(dict(out.starts).get("metis", zero.assignment), PLACERS["metis"](g, c).assignment)
@@ -330,8 +383,9 @@ def test_the_sct_start_is_the_sct_baselines_plan_and_stays_out_of_large_graphs()
     start = PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64))
     c = Cluster.homogeneous(2)
     out = Seed(schedulers="sct")(g, c, start)
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "sct"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "sct", "sct-x"}
     assert np.array_equal(dict(out.starts)["sct"], sct.place(g, c).assignment)
+    assert out.stats["seed"]["starts"]["sct-x"]["same_as"] == "sct"
     tight = c.with_memory(int(single_device_peak(g) * 0.7))
     out = Seed(schedulers="sct")(g, tight, start)
     figures = out.stats["seed"]["starts"]
@@ -339,11 +393,13 @@ def test_the_sct_start_is_the_sct_baselines_plan_and_stays_out_of_large_graphs()
     aware = _listsched.sct_schedule_both(g, tight, sct.favourite_children(g, tight))[1]
     assert np.array_equal(dict(out.starts)[label], aware)
     out = Seed(schedulers="heft+sct", sct_max_nodes=g.num_nodes - 1)(g, c, start)
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc", "heft-x"}
     out = Seed(schedulers="sct", sct_max_nodes=g.num_nodes - 1)(g, c, start)    # nothing else named: HEFT
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc"}
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-nc", "heft-x"}
     out = Seed(schedulers="etf", etf_max_nodes=g.num_nodes - 1)(g, c, start)    # the same for ETF, and
-    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}       # no -nc twin on large graphs
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft", "heft-x"}     # no -nc twin on large graphs
+    out = Seed(schedulers="etf", etf_max_nodes=g.num_nodes - 1, exact_max_nodes=g.num_nodes - 1)(g, c, start)
+    assert set(out.stats["seed"]["starts"]) == {"incoming", "heft"}
 
 
 def test_cpop_runs_the_critical_path_on_the_fastest_device_in_priority_order():
@@ -418,4 +474,11 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
     assert labels == ["incoming", "heft", "etf", "cpop", "metis", "metis-var", "sct", "heft-nc", "etf-nc",
                       "cpop-nc", "m-heft", "m-etf", "m-cpop", "m-metis", "m-metis-var", "m-sct", "m-heft-nc",
                       "m-etf-nc", "m-cpop-nc"]
+    labels = ["incoming"] + [label for label, *_ in seed._starts(True, False, g.num_nodes <= seed.sct_max_nodes,
+                                                                 True, True)]
+    assert labels[-4:] == ["heft-x", "etf-x", "cpop-x", "sct-x"]
     assert list(out.stats["seed"]["starts"]) == labels
+    # the ``-x`` starts are the baselines' plain plans, recorded for the ``best`` pass and never chosen here
+    for mode in ("heft", "etf", "cpop", "sct"):
+        assert np.array_equal(plan(f"{mode}-x"), PLACERS[mode](g, c).assignment), mode
+        assert out.stats["seed"]["chosen"] != f"{mode}-x"
