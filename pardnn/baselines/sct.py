@@ -44,9 +44,18 @@ On the 50k-op synthetic graph this picks the same favourite child as the
 whole LP for 95% of ops, in a fifth of the time, and the simulated makespan
 of m-SCT changes by under 4%. The `favourite_children` argument
 ``max_variables`` moves the cut-off.
+
+Iteration limit (`favourites`, used by the seed pass, not by the baselines).
+The iterations HiGHS needs depend on the graph's shape, not only its size:
+DL training graphs need under 0.6 per variable, but a random layered graph
+of 3,000 ops and 8,826 edges needs 14 (167k iterations, about a minute). An
+LP may therefore be given up at a number of iterations per variable, and its
+edges matched greedily, heaviest first, as the edges between windows are.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
@@ -61,6 +70,9 @@ from .etf import schedule
 
 LP_MAX_VARIABLES = 30_000
 """Largest LP (edges + ops + 1) solved in one piece; larger graphs are contracted and windowed."""
+
+MIN_ITERATION_LIMIT = 1_000
+"""The smallest iteration limit `favourites` sets on an LP (small LPs need a few hundred)."""
 
 
 def lp_edges(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -83,8 +95,10 @@ def lp_edges(g: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.n
     return uniq // V, uniq % V, c, p
 
 
-def solve_favourite_lp(src: np.ndarray, dst: np.ndarray, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, float]:
-    """Solve the relaxation; return ``(x per edge, LP makespan)``.
+def solve_favourite_lp(src: np.ndarray, dst: np.ndarray, c: np.ndarray, p: np.ndarray,
+                       max_iterations: int | None = None) -> tuple[np.ndarray, float] | None:
+    """Solve the relaxation; return ``(x per edge, LP makespan)``, or None when HiGHS stops at
+    ``max_iterations`` simplex iterations (None: no limit) before the optimum.
 
     A fork ``a -> b`` (c = 5), ``a -> c`` (c = 9), every op 1 us: ``x_ab + x_ac >= 1``
     and the two branches balance at ``5 (1 - t) = 9 t``, so ``t = 5/14`` and
@@ -134,7 +148,11 @@ def solve_favourite_lp(src: np.ndarray, dst: np.ndarray, c: np.ndarray, p: np.nd
     bounds[m:, 1] = np.inf
     from scipy.optimize import linprog     # loaded when an LP is solved (0.15 s of every start-up otherwise)
 
-    res = linprog(cost, A_ub=A, b_ub=np.concatenate(rhs).astype(np.float64), bounds=bounds, method="highs")
+    options = {} if max_iterations is None else {"maxiter": int(max_iterations)}
+    res = linprog(cost, A_ub=A, b_ub=np.concatenate(rhs).astype(np.float64), bounds=bounds, method="highs",
+                  options=options)
+    if res.status == 1 and max_iterations is not None:      # the iteration limit: no solution to round
+        return None
     if res.status != 0:
         raise RuntimeError(f"the favourite-child LP failed: {res.message}")
     return res.x[:m], float(res.x[-1]) * scale
@@ -191,13 +209,41 @@ def _windows(order_key: np.ndarray, src: np.ndarray, n: int, max_variables: int)
     return window
 
 
+@dataclass(frozen=True)
+class Favourites:
+    """Each op's favourite child (-1 for none), and how the LP went: ``lps`` solved (one, or one per window),
+    of which ``capped`` stopped at the iteration limit (their edges were matched greedily)."""
+    child: np.ndarray
+    lps: int
+    capped: int
+
+
 def favourite_children(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_MAX_VARIABLES) -> np.ndarray:
     """Each op's favourite child (-1 for none), from the LP (windowed when large; see the module docstring)."""
+    return favourites(g, cluster, max_variables=max_variables).child
+
+
+def favourites(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_MAX_VARIABLES,
+               iterations_per_variable: float | None = None) -> Favourites:
+    """`favourite_children`, with an optional limit on each LP's simplex iterations: at most
+    ``max(MIN_ITERATION_LIMIT, iterations_per_variable x its variables)`` (None: no limit). An LP that reaches
+    it is given up, and its edges are matched greedily, heaviest first, where both ends are still free (as
+    the edges between windows are). The limit counts iterations, not seconds, so the result is the same on
+    any machine."""
     V = g.num_nodes
     src, dst, c, p = lp_edges(g, cluster)
+
+    def limit(nvar: int) -> int | None:
+        return None if iterations_per_variable is None else \
+            max(MIN_ITERATION_LIMIT, int(iterations_per_variable * nvar))
+
     if src.size + V + 1 <= max_variables:
-        x, _ = solve_favourite_lp(src, dst, c, p)
-        return round_favourites(src, dst, x, V)
+        solved = solve_favourite_lp(src, dst, c, p, limit(src.size + V + 1))
+        if solved is not None:
+            return Favourites(round_favourites(src, dst, solved[0], V), 1, 0)
+        every = np.arange(src.size)
+        return Favourites(match_favourites(src, dst, every[np.lexsort((every, -c))],
+                                           np.full(V, -1, dtype=np.int64)), 1, 1)
     # Exact reduction first: a chain's interior edges are favourite in some optimal solution.
     label = chain_contraction(src, dst, V)
     n2 = int(label.max()) + 1
@@ -214,11 +260,13 @@ def favourite_children(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_
     window = _windows(first, s2, n2, max_variables)
     x = np.ones(outer.size)                  # edges between windows: matched greedily below
     same = window[s2] == window[d2]
+    greedy = ~same
     by_window = np.argsort(window, kind="stable")
     bounds = np.searchsorted(window[by_window], np.arange(int(window.max()) + 2))
     edge_order = np.flatnonzero(same)[np.argsort(window[s2[same]], kind="stable")]
     edge_bounds = np.searchsorted(window[s2[edge_order]], np.arange(int(window.max()) + 2))
     local = np.empty(n2, dtype=np.int64)
+    lps = capped = 0
     for w in range(int(window.max()) + 1):
         nodes = by_window[bounds[w]:bounds[w + 1]]
         if nodes.size == 0:
@@ -226,13 +274,20 @@ def favourite_children(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_
         edges = edge_order[edge_bounds[w]:edge_bounds[w + 1]]
         local[nodes] = np.arange(nodes.size)
         if edges.size:
-            xw, _ = solve_favourite_lp(local[s2[edges]], local[d2[edges]], c[outer[edges]], p2[nodes])
-            x[edges] = xw
+            solved = solve_favourite_lp(local[s2[edges]], local[d2[edges]], c[outer[edges]], p2[nodes],
+                                        limit(edges.size + nodes.size + 1))
+            lps += 1
+            if solved is None:
+                capped += 1
+                greedy[edges] = True
+            else:
+                x[edges] = solved[0]
     fav = np.maximum(fav, round_favourites(src[outer], dst[outer], x, V))
-    # Edges between windows: where both ends are still free, the heaviest such edge becomes favourite.
-    cross = np.flatnonzero(~same)
-    order = cross[np.lexsort((cross, -c[outer[cross]]))]
-    return match_favourites(src[outer], dst[outer], order, fav)
+    # Edges between windows (and those of a window whose LP was given up): where both ends are still free,
+    # the heaviest such edge becomes favourite.
+    rest = np.flatnonzero(greedy)
+    order = rest[np.lexsort((rest, -c[outer[rest]]))]
+    return Favourites(match_favourites(src[outer], dst[outer], order, fav), lps, capped)
 
 
 def place(g: OpGraph, cluster: Cluster) -> Placement:

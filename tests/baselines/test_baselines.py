@@ -203,6 +203,62 @@ def test_windowed_lp_keeps_chains_and_matches_the_whole_lp_on_a_chain():
     assert sct.favourite_children(g, c, max_variables=8).tolist() == whole.tolist()
 
 
+def _valid_favourites(g, fav):
+    children = fav[fav >= 0]
+    assert len(set(children.tolist())) == children.size              # one favourite parent at most
+    for v in np.flatnonzero(fav >= 0).tolist():
+        assert fav[v] in g.successors(v).tolist()
+
+
+def test_an_lp_given_up_at_its_iteration_limit_has_its_edges_matched_heaviest_first(monkeypatch):
+    """a -> b (1 MB), a -> c (2 MB), d -> c (3 MB), d -> e (0 B): the LP is solved, or, when every LP is
+    given up at the iteration limit, the favourites are matched greedily: d -> c (the heaviest) first, then
+    a -> b (a's heavier edge a -> c is taken, c already has a favourite parent); d keeps c."""
+    g = tiny([(n, 10, BIG) for n in "abcde"], [("a", "b", {"bytes": 10**6}), ("a", "c", {"bytes": 2 * 10**6}),
+                                             ("d", "c", {"bytes": 3 * 10**6}), ("d", "e", {"bytes": 0})])
+    c = Cluster.homogeneous(2)
+    whole = sct.favourites(g, c)
+    assert (whole.lps, whole.capped) == (1, 0)
+    assert whole.child.tolist() == sct.favourite_children(g, c).tolist()
+    assert sct.favourites(g, c, iterations_per_variable=1.0).child.tolist() == whole.child.tolist()
+    monkeypatch.setattr(sct, "MIN_ITERATION_LIMIT", 1)       # every LP here needs more than one iteration
+    given_up = sct.favourites(g, c, iterations_per_variable=1e-9)
+    assert (given_up.lps, given_up.capped) == (1, 1)
+    ids = g.index
+    assert given_up.child.tolist() == [ids["b"], -1, -1, ids["c"], -1]
+    _valid_favourites(g, given_up.child)
+
+
+@pytest.mark.parametrize("sample", ["tf_transformer_4l", "tf_lstm_4l", "tf_resnet14", "msr_bert_l3_training"])
+def test_the_lps_of_the_samples_end_inside_one_iteration_per_variable(sample):
+    """The seed pass's default limit (`Seed.sct_lp_iterations`, one iteration per variable) leaves the LPs of
+    real training graphs alone: the favourites are the baseline's."""
+    from pardnn.ir import load_graph
+    from ..conftest import SAMPLES
+
+    g = load_graph(SAMPLES / f"{sample}.json.gz")
+    c = Cluster.homogeneous(4)
+    fv = sct.favourites(g, c, iterations_per_variable=1.0)
+    assert fv.capped == 0
+    assert fv.child.tolist() == sct.favourite_children(g, c).tolist()
+
+
+def test_windows_given_up_at_the_iteration_limit_are_matched_greedily(monkeypatch):
+    """Windowed (at most 8 variables an LP): a window whose LP is given up has its edges matched greedily
+    with those between windows; the favourites stay a matching."""
+    edges = [(f"n{i}", f"n{i + 1}") for i in range(29)] + [(f"n{i}", f"n{i + 3}", {"bytes": 5000 * i})
+                                                         for i in range(0, 27, 3)]
+    g = tiny([(f"n{i}", 1 + i % 4, BIG) for i in range(30)], edges)
+    c = Cluster.homogeneous(2)
+    solved = sct.favourites(g, c, max_variables=8)
+    assert solved.lps > 1 and solved.capped == 0
+    assert solved.child.tolist() == sct.favourite_children(g, c, max_variables=8).tolist()
+    monkeypatch.setattr(sct, "MIN_ITERATION_LIMIT", 1)
+    given_up = sct.favourites(g, c, max_variables=8, iterations_per_variable=1e-9)
+    assert 0 < given_up.capped <= given_up.lps == solved.lps      # presolve alone settles some windows
+    _valid_favourites(g, given_up.child)
+
+
 def test_insertion_fills_an_idle_gap():
     """Device busy [0,10) and [20,30): a 5 us op ready at 12 fits at 12 and leaves [10,12) and [17,20)."""
     t = heft._Timeline(1, insertion=True)
@@ -482,10 +538,7 @@ def test_lp_makespan_lies_between_the_compute_and_the_communication_critical_pat
         hi, _ = critical_path(g, p, np.where(g.edge_control, c.latency_us, c.latency_us + g.edge_bytes / 12000.0))
         assert lo - 1e-6 <= w <= hi + 1e-6
     fav = sct.favourite_children(g, c, max_variables=window or sct.LP_MAX_VARIABLES)
-    children = fav[fav >= 0]
-    assert len(set(children.tolist())) == children.size              # one favourite parent at most
-    for v in np.flatnonzero(fav >= 0).tolist():
-        assert fav[v] in g.successors(v).tolist()
+    _valid_favourites(g, fav)
     checked(g, c, sct.place(g, c))
 
 

@@ -482,3 +482,43 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
     for mode in ("heft", "etf", "cpop", "sct"):
         assert np.array_equal(plan(f"{mode}-x"), PLACERS[mode](g, c).assignment), mode
         assert out.stats["seed"]["chosen"] != f"{mode}-x"
+
+
+def test_sct_lp_iterations_must_be_positive_or_none():
+    assert Seed(sct_lp_iterations=None).sct_lp_iterations is None
+    for bad in (0, -1.0, True, "x"):
+        with pytest.raises(ValueError, match="sct_lp_iterations"):
+            Seed(sct_lp_iterations=bad)
+
+
+def test_an_sct_lp_given_up_is_said_and_its_favourites_matched_greedily(monkeypatch):
+    """With every LP given up at once (a limit of one iteration), the ``sct`` starts are SCT's schedules of the
+    greedy favourites, and the figures say so; without a limit they are the baselines' and say nothing."""
+    from pardnn.baselines import sct
+
+    g = _layered(np.random.default_rng(1), 200, 8)
+    c = Cluster.homogeneous(2, latency_us=20.0, bandwidth_bytes_per_us=5e3)
+    start = PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64))
+    plain = Seed(schedulers="sct", sct_lp_iterations=None)(g, c, start)
+    figures, plans = plain.stats["seed"]["starts"], dict(plain.starts)
+    assert not any("lp" in f for f in figures.values())
+    assert np.array_equal(plans[figures["sct-x"].get("same_as", "sct-x")], PLACERS["sct"](g, c).assignment)
+    monkeypatch.setattr(sct, "MIN_ITERATION_LIMIT", 1)
+    out = Seed(schedulers="sct", sct_lp_iterations=1e-9)(g, c, start)
+    figures, plans = out.stats["seed"]["starts"], dict(out.starts)
+    fv = sct.favourites(g, c, iterations_per_variable=1e-9)
+    assert fv.capped == 1
+    want = _listsched.sct_schedule_both(g, c, fv.child)[0]
+    assert np.array_equal(plans[figures["sct"].get("same_as", "sct")], want)
+    assert "iteration limit" in figures["sct"]["lp"] and "iteration limit" in figures["sct-x"]["lp"]
+    assert not np.array_equal(want, _listsched.sct_schedule_both(g, c, sct.favourite_children(g, c))[0])
+
+
+def test_the_default_limit_gives_up_the_lp_of_a_random_layered_graph():
+    """The graph that made the limit: 3000 ops, each reading three ops of the four layers before. HiGHS needs
+    167k iterations (about a minute) for its LP; at the default limit (one per variable, 11.8k) the seed
+    pass gives it up and says so. The DL graphs of the tuning suite need at most 0.57 per variable."""
+    g = _layered(np.random.default_rng(4), 3000, 40)
+    c = Cluster.homogeneous(4, latency_us=20.0, bandwidth_bytes_per_us=5e3)
+    out = Seed(schedulers="sct")(g, c, PlanState(assignment=np.zeros(g.num_nodes, dtype=np.int64)))
+    assert out.stats["seed"]["starts"]["sct"]["lp"].startswith("1 of 1 LPs reached the iteration limit")
