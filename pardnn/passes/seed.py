@@ -90,8 +90,9 @@ class Seed:
     (`sct.favourites`; the figures say so under ``lp``). On the DL graphs of the tuning suite HiGHS needs at most
     0.57 iterations per variable (0.1-1 s), but on a random layered graph of 3000 ops and 8826 edges, each op
     reading three ops of the four layers before, it needs 14 (167k iterations, 66 s), and the seed pass took
-    that long. The limit counts iterations, so the plan is the same on any machine. The ``sct`` baseline has
-    no limit."""
+    that long. The limit counts iterations, so the plan is the same on any machine; it bounds iterations, not
+    time (a layered graph of 5000 ops, 50 a layer, still spends 8 s in the LP before giving it up at K=8).
+    The ``sct`` baseline has no limit."""
 
     exact_max_nodes: int = 50_000
     """On graphs up to this many ops, the plain plans of the list schedulers and SCT asked for (those that run
