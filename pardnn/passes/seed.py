@@ -26,6 +26,7 @@ gives the same plan.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import ClassVar
@@ -99,7 +100,8 @@ class Seed:
     at this size) are also made as the Python baselines make them (labels ``-x``: each edge priced alone, every
     idle gap kept; `_listsched.EXACT`) and recorded as starts for the ``best`` pass only: they are simulated
     and shown, but neither chosen here nor handed to refinement. So the result is never worse than the
-    ``heft``, ``etf``, ``cpop`` and ``sct`` baselines' plans. Those differ from the ``-nc`` starts where one
+    ``heft``, ``etf``, ``cpop`` and ``sct`` baselines' plans (``sct``'s where its LP is solved within
+    ``sct_lp_iterations``; 30k ops at most, ``sct_max_nodes``). Those differ from the ``-nc`` starts where one
     output feeds several ops on a device over edges of different sizes, or a device has more than 512 idle
     gaps; the ``-nc`` plans were kept as refinement's starts since they refined better (eighteenth round: made
     the baselines' own, two loose tuning plans got longer, msr resnet50 K=2 by 15%, and none shorter). 0: none."""
@@ -123,7 +125,7 @@ class Seed:
     def __post_init__(self) -> None:
         self._starts(False)     # unknown schedulers and bad option values fail here, before any pass runs
         it = self.sct_lp_iterations
-        if it is not None and (isinstance(it, bool) or not isinstance(it, (int, float)) or not it > 0):
+        if it is not None and (isinstance(it, bool) or not isinstance(it, (int, float)) or not 0 < it < math.inf):
             raise ValueError(f"seed: sct_lp_iterations must be a positive number or none, got {it!r}")
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True, variants: bool = False,

@@ -244,19 +244,35 @@ def test_the_lps_of_the_samples_end_inside_one_iteration_per_variable(sample):
 
 
 def test_windows_given_up_at_the_iteration_limit_are_matched_greedily(monkeypatch):
-    """Windowed (at most 8 variables an LP): a window whose LP is given up has its edges matched greedily
-    with those between windows; the favourites stay a matching."""
-    edges = [(f"n{i}", f"n{i + 1}") for i in range(29)] + [(f"n{i}", f"n{i + 3}", {"bytes": 5000 * i})
-                                                         for i in range(0, 27, 3)]
-    g = tiny([(f"n{i}", 1 + i % 4, BIG) for i in range(30)], edges)
-    c = Cluster.homogeneous(2)
-    solved = sct.favourites(g, c, max_variables=8)
+    """Windowed (at most 150 variables an LP) with every window's LP given up: chains stay favourite, and every
+    other edge is matched greedily, most costly first, where both ends are free, so none is left with both
+    ends free; with a limit of 0.6 per variable some windows are solved and keep the LP's favourites."""
+    from tests.passes.test_seed import _layered
+
+    g = _layered(np.random.default_rng(5), 400, 6)
+    c = Cluster.homogeneous(2, latency_us=20.0, bandwidth_bytes_per_us=5e3)
+    src, dst, cost, _ = sct.lp_edges(g, c)
+    solved = sct.favourites(g, c, max_variables=150)
     assert solved.lps > 1 and solved.capped == 0
-    assert solved.child.tolist() == sct.favourite_children(g, c, max_variables=8).tolist()
+    assert solved.child.tolist() == sct.favourite_children(g, c, max_variables=150).tolist()
+    assert sct.favourites(g, c, max_variables=150, iterations_per_variable=1e-9).capped == 0   # the floor
     monkeypatch.setattr(sct, "MIN_ITERATION_LIMIT", 1)
-    given_up = sct.favourites(g, c, max_variables=8, iterations_per_variable=1e-9)
-    assert 0 < given_up.capped <= given_up.lps == solved.lps      # presolve alone settles some windows
-    _valid_favourites(g, given_up.child)
+    given_up = sct.favourites(g, c, max_variables=150, iterations_per_variable=1e-9)
+    assert given_up.capped == given_up.lps == solved.lps
+    label = sct.chain_contraction(src, dst, g.num_nodes)
+    inner = label[src] == label[dst]
+    want = np.full(g.num_nodes, -1, dtype=np.int64)
+    want[src[inner]] = dst[inner]
+    outer = np.flatnonzero(~inner)
+    want = sct.match_favourites(src[outer], dst[outer], np.lexsort((np.arange(outer.size), -cost[outer])), want)
+    assert given_up.child.tolist() == want.tolist()
+    taken = np.zeros(g.num_nodes, dtype=bool)
+    taken[given_up.child[given_up.child >= 0]] = True
+    assert not ((given_up.child[src] < 0) & ~taken[dst]).any()
+    assert given_up.child.tolist() != solved.child.tolist()
+    some = sct.favourites(g, c, max_variables=150, iterations_per_variable=0.6)
+    assert 0 < some.capped < some.lps
+    _valid_favourites(g, some.child)
 
 
 def test_insertion_fills_an_idle_gap():
