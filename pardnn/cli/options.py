@@ -129,11 +129,16 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
             raise click.BadParameter(f"gives {len(values)} values for {k} devices", param_hint=name)
     mem = [None] * k if mem is None else (mem * k if len(mem) == 1 else mem)
     spd = [1.0] * k if spd is None else (spd * k if len(spd) == 1 else spd)
+    for v in spd:
+        if not 0 < v < float("inf"):
+            raise click.BadParameter(f"must be a positive number, got {v:g}", param_hint="--speed")
     try:
         bw = parse_rate(bandwidth) if bandwidth is not None else None
         lat = parse_time(latency) if latency is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    if bw is not None and not 0 < bw < float("inf"):
+        raise click.BadParameter(f"must be positive, got {bandwidth!r}", param_hint="--bandwidth")
     kwargs: dict[str, Any] = {}
     if bw is not None:
         kwargs["bandwidth_bytes_per_us"] = bw

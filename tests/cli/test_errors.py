@@ -184,6 +184,16 @@ def test_unknown_method_is_a_usage_error(small_graph):
     assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
 
 
+@pytest.mark.parametrize("flag, value", [("--speed", "0"), ("--speed", "1,-2"), ("--speed", "nan"),
+                                         ("--bandwidth", "0"), ("--bandwidth", "0GB/s")])
+def test_a_speed_or_bandwidth_that_is_not_positive_is_a_usage_error_naming_the_flag(small_graph, flag, value):
+    """Found by a new user's trial: these were exit 3 (bad input) naming the cluster file's field."""
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", flag, value, cwd=small_graph)
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert f"Invalid value for {flag}: " in r.stderr and "positive" in r.stderr and "bandwidth_bytes_per_us" not in r.stderr
+    assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
+
+
 def test_tensorflow_native_logging_stays_off_stderr_unless_vv(tmp_path):
     """A corrupt saved_model.pb with TensorFlow told to log everything: still one line; -vv shows the log."""
     pytest.importorskip("tensorflow")
