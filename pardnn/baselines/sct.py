@@ -209,6 +209,11 @@ def _windows(order_key: np.ndarray, src: np.ndarray, n: int, max_variables: int)
     return window
 
 
+def _costliest_first(edges: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``edges`` (ascending indices into ``c``) by communication cost, the most costly first (ties: index)."""
+    return edges[np.lexsort((edges, -c[edges]))]
+
+
 @dataclass(frozen=True)
 class Favourites:
     """Each op's favourite child (-1 for none), and how the LP went: ``lps`` LPs set up (one, or one per window
@@ -236,14 +241,13 @@ def favourites(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_MAX_VARI
 
     def limit(nvar: int) -> int | None:      # HiGHS takes a 32-bit limit
         return None if iterations_per_variable is None else \
-            min(2**31 - 1, max(MIN_ITERATION_LIMIT, int(min(iterations_per_variable * nvar, 2.0**31))))
+            int(min(2**31 - 1, max(MIN_ITERATION_LIMIT, iterations_per_variable * nvar)))
 
     if src.size + V + 1 <= max_variables:
         solved = solve_favourite_lp(src, dst, c, p, limit(src.size + V + 1))
         if solved is not None:
             return Favourites(round_favourites(src, dst, solved[0], V), 1, 0)
-        every = np.arange(src.size)
-        return Favourites(match_favourites(src, dst, every[np.lexsort((every, -c))],
+        return Favourites(match_favourites(src, dst, _costliest_first(np.arange(src.size), c),
                                            np.full(V, -1, dtype=np.int64)), 1, 1)
     # Exact reduction first: a chain's interior edges are favourite in some optimal solution.
     label = chain_contraction(src, dst, V)
@@ -286,9 +290,8 @@ def favourites(g: OpGraph, cluster: Cluster, *, max_variables: int = LP_MAX_VARI
     fav = np.maximum(fav, round_favourites(src[outer], dst[outer], x, V))
     # Edges between windows (and those of a window whose LP was given up): where both ends are still free,
     # the heaviest such edge becomes favourite.
-    rest = np.flatnonzero(greedy)
-    order = rest[np.lexsort((rest, -c[outer[rest]]))]
-    return Favourites(match_favourites(src[outer], dst[outer], order, fav), lps, capped)
+    return Favourites(match_favourites(src[outer], dst[outer], _costliest_first(np.flatnonzero(greedy), c[outer]),
+                                       fav), lps, capped)
 
 
 def place(g: OpGraph, cluster: Cluster) -> Placement:
