@@ -190,6 +190,44 @@ class Cluster:
         np.fill_diagonal(out, np.inf)
         return out
 
+    @cached_property
+    def twins(self) -> np.ndarray:
+        """Per device, the lowest-numbered device interchangeable with it (itself when there is none).
+
+        Two devices are interchangeable when swapping their numbers maps the cluster onto itself: the same
+        speed and memory, the same links to and from every other device, and the same link each way between
+        them. An assignment and the one with two interchangeable devices' ops swapped are simulated alike,
+        so among devices that hold no op, a move needs trying on one of each class only. With the endpoint
+        CPU extension each device is its own: a device's sends are queued by their destinations' numbers.
+        """
+        K = self.num_devices
+        out = np.arange(K)
+        if K < 2 or self.has_transfer_cpu:
+            return out
+        kind = [(float(self.speed[d]), float(self.capacity[d])) for d in range(K)]
+        if self.links is None:      # every link alike: speed and memory decide
+            first: dict[tuple, int] = {}
+            return np.array([first.setdefault(k, d) for d, k in enumerate(kind)], dtype=np.int64)
+        mats = (self.latency, self.bandwidth)
+        off = ~np.eye(K, dtype=bool)
+        # a cheap necessary condition first: speed, memory, and the sorted links out and in
+        rows = []
+        for m in mats:
+            x = np.where(off, m, np.nan)
+            rows += [np.sort(x, axis=1), np.sort(x.T, axis=1)]
+        sigs = [kind[d] + tuple(r[d].tobytes() for r in rows) for d in range(K)]
+        reps: dict[tuple, list[int]] = {}
+        for b in range(K):
+            for a in reps.get(sigs[b], ()):
+                rest = off[a] & off[b]
+                if all(np.array_equal(m[a, rest], m[b, rest]) and np.array_equal(m[rest, a], m[rest, b])
+                       and m[a, b] == m[b, a] for m in mats):
+                    out[b] = a
+                    break
+            else:
+                reps.setdefault(sigs[b], []).append(b)
+        return out
+
     def transfer_time_us(self, a: int, c: int, nbytes: float) -> float:
         """Time to send ``nbytes`` from device ``a`` to ``c`` (0 on the same device)."""
         if a == c:

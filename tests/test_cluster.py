@@ -87,3 +87,24 @@ def test_bad_transfer_cpu(patch, message):
     d.update(patch)
     with pytest.raises(ClusterError, match=message):
         cluster_from_dict(d, source="c.json")
+
+
+def test_twins_are_devices_a_swap_of_numbers_maps_onto_the_cluster():
+    from dataclasses import replace
+
+    from pardnn.cluster import Link
+
+    assert Cluster.homogeneous(5).twins.tolist() == [0] * 5
+    assert Cluster.homogeneous(4).with_memory([1, 2, 1, None]).twins.tolist() == [0, 1, 0, 3]
+    devs = tuple(Device(f"d{i}", None, s) for i, s in enumerate([1.0, 2.0, 1.0]))
+    assert Cluster(devs).twins.tolist() == [0, 1, 0]
+    slow = Link(5.0, 100.0)
+    one_way = tuple(tuple(slow if (a, b) == (0, 1) else None for b in range(4)) for a in range(4))
+    assert replace(Cluster.homogeneous(4), links=one_way).twins.tolist() == [0, 1, 2, 2]
+    both_ways = tuple(tuple(slow if {a, b} == {0, 1} else None for b in range(4)) for a in range(4))
+    assert replace(Cluster.homogeneous(4), links=both_ways).twins.tolist() == [0, 0, 2, 2]
+    # links out alike, links in not: 0 -> 2 is slow, 1 -> 2 is not, so 0 and 1 differ
+    out_only = tuple(tuple(slow if (a, b) in ((0, 2), (2, 1)) else None for b in range(3)) for a in range(3))
+    assert replace(Cluster.homogeneous(3), links=out_only).twins.tolist() == [0, 1, 2]
+    # with transfers run on the devices, a device's sends are queued by destination number: no twins
+    assert replace(Cluster.homogeneous(3), transfer_cpu_us=1.0).twins.tolist() == [0, 1, 2]

@@ -228,8 +228,10 @@ def partition(g: OpGraph, cluster: Cluster, *, memory: bool) -> np.ndarray:
 def match_parts(parts: np.ndarray, pins: np.ndarray, cluster: Cluster) -> np.ndarray:
     """A device per part keeping the most pinned units in place (only among devices with equal targets)."""
     K = cluster.num_devices
-    agree = np.zeros((K, K))
     sel = pins >= 0
+    if not sel.any():       # nothing to keep in place: the identity (what the assignment below gives)
+        return np.arange(K, dtype=np.int64)
+    agree = np.zeros((K, K))
     np.add.at(agree, (parts[sel], pins[sel]), 1.0)
     kind = np.stack([cluster.speed, capacity_shares(cluster)], axis=1)
     same = (np.abs(kind[:, None, :] - kind[None, :, :]) <= 1e-12).all(axis=2)

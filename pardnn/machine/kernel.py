@@ -342,7 +342,6 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     V = dev.shape[0]
     P = port_bytes.shape[0]
     ED = d_dst.shape[0]
-    L = K * K
     start = np.zeros(V)
     finish = np.zeros(V)
     ready = np.zeros(V)
@@ -351,20 +350,70 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     roff = np.zeros(K + 1, dtype=np.int64)
     for v in range(V):
         roff[dev[v] + 1] += 1
-    # send queues: one heap per link; a pre-pass counts the transfers each link will carry
+    # links: ``elink[e]`` is the link of data edge ``e`` when it crosses devices, link ``l`` runs from
+    # ``lsrc[l]`` to ``ldst[l]``. With few devices (K x K within the edges' count) link (a, c) is a * K + c;
+    # with many, only the links that will carry a transfer are numbered, by source device (a pass over the
+    # ports grouped by their device), so the link state stays O(V + E) whatever K. The pass also counts
+    # the transfers each link will carry (for its send queue's slots): one per (port, device) with a cross
+    # edge. Links are independent, so their numbering changes no result.
     tmark = np.full(K, -1, dtype=np.int64)
-    lcount = np.zeros(L + 1, dtype=np.int64)
-    for p in range(P):
-        a = dev[port_owner[p]]
-        for e in range(pptr[p], pptr[p + 1]):
-            c = dev[d_dst[e]]
-            if c != a and tmark[c] != p:
-                tmark[c] = p
-                lcount[a * K + c + 1] += 1
-    # transfers: one per (port, device) with a cross edge, as the pre-pass counted
-    TMAX = max(lcount.sum(), 1)
+    elink = np.empty(max(ED, 1), dtype=np.int64)
+    if K * K <= max(ED, 64):
+        NL = K * K
+        lsrc = np.empty(NL, dtype=np.int64)
+        ldst = np.empty(NL, dtype=np.int64)
+        for link in range(NL):
+            lsrc[link] = link // K
+            ldst[link] = link % K
+        lcount = np.zeros(NL + 1, dtype=np.int64)
+        for p in range(P):
+            a = dev[port_owner[p]]
+            for e in range(pptr[p], pptr[p + 1]):
+                c = dev[d_dst[e]]
+                if c != a:
+                    elink[e] = a * K + c
+                    if tmark[c] != p:
+                        tmark[c] = p
+                        lcount[a * K + c + 1] += 1
+    else:
+        pcount = np.zeros(K + 1, dtype=np.int64)
+        for p in range(P):
+            pcount[dev[port_owner[p]] + 1] += 1
+        for d in range(K):
+            pcount[d + 1] += pcount[d]
+        porder = np.empty(max(P, 1), dtype=np.int64)
+        for p in range(P):
+            a = dev[port_owner[p]]
+            porder[pcount[a]] = p
+            pcount[a] += 1
+        lsrc = np.empty(max(ED, 1), dtype=np.int64)
+        ldst = np.empty(max(ED, 1), dtype=np.int64)
+        lcount = np.zeros(max(ED, 1) + 1, dtype=np.int64)
+        lown = np.full(K, -1, dtype=np.int64)      # the source device whose link to c ``lid[c]`` is
+        lid = np.empty(K, dtype=np.int64)
+        NL = 0
+        for j in range(P):
+            p = porder[j]
+            a = dev[port_owner[p]]
+            for e in range(pptr[p], pptr[p + 1]):
+                c = dev[d_dst[e]]
+                if c == a:
+                    continue
+                if lown[c] != a:
+                    lown[c] = a
+                    lid[c] = NL
+                    lsrc[NL] = a
+                    ldst[NL] = c
+                    NL += 1
+                elink[e] = lid[c]
+                if tmark[c] != p:
+                    tmark[c] = p
+                    lcount[lid[c] + 1] += 1
+    # transfers: one per (port, device) with a cross edge, as the pass counted
+    TMAX = max(lcount[:NL + 1].sum(), 1)
     tr_pid = np.empty(TMAX, dtype=np.int64)     # set when the transfer is made
     tr_dst = np.empty(TMAX, dtype=np.int64)
+    tr_link = np.empty(TMAX, dtype=np.int64)
     tr_bytes = np.empty(TMAX, dtype=np.int64)
     tr_start = np.empty(TMAX)                   # set when it takes its link
     tr_finish = np.empty(TMAX)
@@ -375,30 +424,29 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
     edge_tid = np.full(max(ED, 1), -1, dtype=np.int64)
     nt = 0
     if endpoint:
-        for a in range(K):
-            for c in range(K):
-                roff[a + 1] += lcount[a * K + c + 1]
-                roff[c + 1] += lcount[a * K + c + 1]
+        for link in range(NL):
+            roff[lsrc[link] + 1] += lcount[link + 1]
+            roff[ldst[link] + 1] += lcount[link + 1]
     for d in range(K):
         roff[d + 1] += roff[d]
     rq_f, rq_k, rq_i, rq_s, rq_t = _mq_new(max(roff[K], 1), K)
-    for link in range(L):
+    for link in range(NL):
         lcount[link + 1] += lcount[link]
     tmark[:] = -1
-    lbase = lcount[:L].copy()
-    pool_f, pool_k, pool_i, lq_s, lq_t = _mq_new(max(lcount[L], 1), L)
+    lbase = lcount[:NL].copy()
+    pool_f, pool_k, pool_i, lq_s, lq_t = _mq_new(max(lcount[NL], 1), NL)
     # events
     # in flight at once: one op, send or receive per device (``busy``), one transfer per link
     # (``lbusy``), and at most one control arrival per control edge
-    et, ek, ei = _h3_new(K + L + c_dst.shape[0] + 1)
+    et, ek, ei = _h3_new(K + NL + c_dst.shape[0] + 1)
     skey = V                # ready-queue keys of sends: after every op, by (port x K + destination)
     rkey = V + P * K        # of receives: after every send, by transfer
     en = 0
     busy = np.zeros(K, dtype=np.bool_)
-    lbusy = np.zeros(L, dtype=np.bool_)
+    lbusy = np.zeros(NL, dtype=np.bool_)
     dflag, dlist = _worklist(K)     # devices to look at for starts
     dn = 0
-    lflag, llist = _worklist(L)     # links to look at for starts
+    lflag, llist = _worklist(NL)     # links to look at for starts
     ln = 0
     # memory
     port_rem = np.empty(max(P, 1), dtype=np.int64)     # set when the port's producer finishes
@@ -452,8 +500,8 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 t = _mq_pop(pool_f, pool_k, pool_i, lq_s, lbase[link], link)
                 lbusy[link] = True
                 tr_start[t] = now
-                a = link // K
-                c = link % K
+                a = lsrc[link]
+                c = ldst[link]
                 f = now + lat[a, c] + tr_bytes[t] / bw[a, c]
                 tr_finish[t] = f
                 tr_arrive[t] = f
@@ -490,7 +538,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 if x < V + TMAX:
                     busy[a] = False
                     dn = _enlist(dflag, dlist, dn, a)
-                    link = a * K + c
+                    link = tr_link[t]
                     _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + c, t)
                     ln = _enlist(lflag, llist, ln, link)
                 else:
@@ -540,6 +588,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                                 tslot[du] = nt
                                 tr_pid[nt] = p
                                 tr_dst[nt] = du
+                                tr_link[nt] = elink[e]
                                 tr_bytes[nt] = d_bytes[e]
                                 rec_rem[nt] = 0
                                 nt += 1
@@ -557,7 +606,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                             _mq_push(rq_f, rq_k, rq_i, rq_s, rq_t, roff[dx], dx, now, skey + p * K + d, V + t)
                             dn = _enlist(dflag, dlist, dn, dx)
                         else:
-                            link = dx * K + d
+                            link = tr_link[t]
                             _mq_push(pool_f, pool_k, pool_i, lq_s, lq_t, lbase[link], link, now, p * K + d, t)
                             ln = _enlist(lflag, llist, ln, link)
                     port_rem[p] = nlocal + nt - nt0
@@ -576,8 +625,7 @@ def simulate_kernel(K, dev, speed, lat, bw, time_us, temp, port_ptr, port_bytes,
                 t = x
                 p = tr_pid[t]
                 c = tr_dst[t]
-                pdev = dev[port_owner[p]]
-                link = pdev * K + c
+                link = tr_link[t]
                 lbusy[link] = False
                 ln = _enlist(lflag, llist, ln, link)
                 port_rem[p] -= 1

@@ -419,8 +419,10 @@ def _sort_inputs(v, in_ptr, in_port, port_owner, finish, perm, key):
 def _data_ready(v, d, K, dev, finish, lat, bw, in_ptr, in_port, in_bytes, perm, c_ptr, c_src, port_owner,
                 link_free, tr_arr, lf, contend):
     """When every input of ``v`` would be on device ``d`` if ``v`` went there now (tentative transfers included;
-    priced as ``contend`` says, `PRICINGS`)."""
-    for s in range(K):
+    priced as ``contend`` says, `PRICINGS`). ``lf`` is scratch: each source device's link to ``d`` as this
+    call books it, set first for the devices of ``v``'s inputs only (O(inputs), not O(K))."""
+    for i in range(in_ptr[v], in_ptr[v + 1]):
+        s = dev[port_owner[in_port[i]]]
         lf[s] = link_free[s * K + d]
     t = 0.0
     for i in range(in_ptr[v], in_ptr[v + 1]):

@@ -348,6 +348,18 @@ def free_at(s: Schedule, K: int, t: np.ndarray) -> np.ndarray:
     return out
 
 
+def targets(cluster: Cluster, dev: np.ndarray) -> list[int]:
+    """The devices a move may go to: those holding ops, and the lowest-numbered empty device of each class
+    of interchangeable devices (`Cluster.twins`): a move to another empty twin gives the same simulated step
+    and would be tried after it. A tiny graph on many devices tries a few targets, not K."""
+    K = cluster.num_devices
+    used = np.bincount(dev, minlength=K) > 0
+    empty = np.flatnonzero(~used)
+    _, first = np.unique(cluster.twins[empty], return_index=True)
+    used[empty[first]] = True
+    return np.flatnonzero(used).tolist()
+
+
 def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Chain, mover: _Mover, *,
             top_links: int = 64, every_target: bool = False) -> list[_Move]:
     """Moves along the chain's ``top_links`` longest waits, best estimated gain first.
@@ -367,6 +379,7 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     frees = free_at(s, K, s.ready_us[chain.dst[dev_links]]) if dev_links.size else None
     row = {int(i): r for r, i in enumerate(dev_links.tolist())}
     segments: dict = {}
+    to = targets(cluster, dev)
     for i in pick.tolist():
         p, c, delay = int(chain.src[i]), int(chain.dst[i]), float(chain.delay_us[i])
         if chain.kind[i] == EDGE:
@@ -379,13 +392,13 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
             if seg.size > 1:
                 moves.append(_Move(delay, seg, a, "pull path"))
             if every_target:
-                for e in range(K):
+                for e in to:
                     if e not in (a, b):
                         moves.append(_Move(delay - (A[c, b] - A[c, e]) - delay, (c,), e, "move consumer"))
         else:
             here = int(dev[c])
             wait_free = frees[row[i]] - s.ready_us[c]
-            for e in range(K):
+            for e in to:
                 if e == here:
                     continue
                 pen = A[c, here] - A[c, e]
@@ -406,10 +419,13 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     return out
 
 
-def path_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int) -> list[_Move]:
-    """Every slicing path's part on each device, moved whole to every other device (heaviest first)."""
+def path_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mover: _Mover) -> list[_Move]:
+    """Every slicing path's part on each device, moved whole to every other device (heaviest first; of
+    interchangeable empty devices, one: `targets`)."""
     if mover.path is None:
         return []
+    K = cluster.num_devices
+    to = targets(cluster, dev)
     key = mover.path * K + dev
     order = np.lexsort((np.arange(g.num_nodes), key))
     bounds = np.flatnonzero(np.concatenate([[True], key[order][1:] != key[order][:-1], [True]]))
@@ -419,12 +435,14 @@ def path_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int
     for i in np.argsort(-np.asarray(work), kind="stable").tolist():
         nodes = parts[i]        # one array, shared by the moves to each target
         here = int(dev[nodes[0]])
-        moves.extend(_Move(work[i], nodes, e, "move path") for e in range(K) if e != here)
+        moves.extend(_Move(work[i], nodes, e, "move path") for e in to if e != here)
     return moves
 
 
-def unit_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int) -> list[_Move]:
-    """Every movable unit to every other device (heaviest units first)."""
+def unit_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mover: _Mover) -> list[_Move]:
+    """Every movable unit to every other device (heaviest units first; of interchangeable empty devices,
+    one: `targets`)."""
+    to = targets(cluster, dev)
     work = np.bincount(mover.unit, weights=cm.w)
     first = np.full(work.size, -1, dtype=np.int64)
     first[mover.unit[::-1]] = np.arange(g.num_nodes)[::-1]
@@ -433,7 +451,7 @@ def unit_moves(g: OpGraph, cm: CostModel, dev: np.ndarray, mover: _Mover, K: int
         if mover.pinned_unit[u] or first[u] < 0:
             continue
         v = int(first[u])
-        moves.extend(_Move(float(work[u]), (v,), e, "move unit") for e in range(K) if e != dev[v])
+        moves.extend(_Move(float(work[u]), (v,), e, "move unit") for e in to if e != dev[v])
     return moves
 
 
@@ -715,9 +733,9 @@ class Refine:
                 moves = propose(g, cluster, cm, s, s.critical_chain(), mover,
                                 top_links=g.num_nodes, every_target=True)
             elif stage == 2:
-                moves = path_moves(g, cm, cur, mover, K)
+                moves = path_moves(g, cluster, cm, cur, mover)
             else:
-                moves = unit_moves(g, cm, cur, mover, K)
+                moves = unit_moves(g, cluster, cm, cur, mover)
             gained = False
             misses = 0
             patience = self.patience if stage == 0 else None

@@ -317,7 +317,8 @@ def test_predicted_block_matches_spec():
 # ---------------------------------------------------------------------------
 
 @st.composite
-def placed_graphs(draw, max_nodes: int = 14, max_devices: int = 3, with_forwards: bool = True):
+def placed_graphs(draw, max_nodes: int = 14, max_devices: int = 3, with_forwards: bool = True,
+                  varied_links: bool = False):
     n = draw(st.integers(1, max_nodes))
     k = draw(st.integers(1, max_devices))
     b = GraphBuilder("random")
@@ -343,13 +344,30 @@ def placed_graphs(draw, max_nodes: int = 14, max_devices: int = 3, with_forwards
     lat = draw(st.sampled_from([0.0, 5.0, 10.0]))
     bw = draw(st.sampled_from([10.0, 100.0, 1000.0]))
     speeds = draw(st.lists(st.sampled_from([1.0, 2.0]), min_size=k, max_size=k))
-    c = Cluster(tuple(Device(f"/device:GPU:{i}", None, speeds[i]) for i in range(k)), lat, bw)
+    links = None
+    if varied_links:        # each directed link its own latency and bandwidth
+        costs = draw(st.lists(st.tuples(st.sampled_from([0.0, 3.0, 10.0]), st.sampled_from([10.0, 100.0, 1000.0])),
+                              min_size=k * k, max_size=k * k))
+        links = tuple(tuple(Link(*costs[a * k + b]) if a != b else None for b in range(k)) for a in range(k))
+    c = Cluster(tuple(Device(f"/device:GPU:{i}", None, speeds[i]) for i in range(k)), lat, bw, links=links)
     return g, c, dev
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(placed_graphs())
 def test_agrees_with_the_reference_simulator(case):
+    _agrees_with_the_reference(case)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs(max_devices=12, varied_links=True))
+def test_agrees_with_the_reference_simulator_on_many_devices(case):
+    """With more links than edges, the kernel numbers only the links in use (its other path); each link its
+    own costs, so a link taken for another shows."""
+    _agrees_with_the_reference(case)
+
+
+def _agrees_with_the_reference(case):
     g, c, dev = case
     s = simulate(g, c, dev)
     makespan, start, finish, transfers, peaks = reference_simulate(g, c, dev)
@@ -538,3 +556,25 @@ def test_simulate_from_several_threads_at_once_keeps_its_recent_schedules_consis
     finally:
         sys.setswitchinterval(old)
     assert errors == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs(), st.data())
+def test_ops_on_either_of_two_empty_twins_are_simulated_alike(case, data):
+    """`Cluster.twins`' promise, which lets refinement try one empty twin of each class: the ops moved to
+    one or the other of two interchangeable empty devices run at the same times, and the two devices' peaks
+    swap."""
+    g, c, dev = case
+    k = c.num_devices
+    c2 = Cluster(c.devices + tuple(Device(f"/device:GPU:{k + i}", None, 1.0) for i in range(2)),
+                 c.latency_us, c.bandwidth_bytes_per_us)
+    assert c2.twins[k] == c2.twins[k + 1]
+    moved = np.array(data.draw(st.lists(st.booleans(), min_size=g.num_nodes, max_size=g.num_nodes)))
+    d1, d2 = np.array(dev), np.array(dev)
+    d1[moved], d2[moved] = k, k + 1
+    s1, s2 = simulate(g, c2, d1), simulate(g, c2, d2)
+    assert s1.makespan_us == s2.makespan_us
+    assert s1.start_us.tolist() == s2.start_us.tolist() and s1.finish_us.tolist() == s2.finish_us.tolist()
+    p1, p2 = s1.peak_bytes.copy(), s2.peak_bytes.copy()
+    p2[[k, k + 1]] = p2[[k + 1, k]]
+    assert p1.tolist() == p2.tolist()

@@ -54,6 +54,22 @@ def test_refine_moves_an_op_off_a_busy_device():
     assert st_.makespan_us == 10.0 and sorted(st_.assignment.tolist()) == [0, 1]
 
 
+def test_a_tiny_graph_on_many_devices_tries_one_empty_device_not_each():
+    """Moves go to the devices in use and one empty device of each kind (`refine.targets`): two ops stuck on
+    one of 1024 alike devices need one move, and the search simulates a few plans, not one per device (it
+    tried every device, about K simulations of K x K links each: 35 s for one op at K=1024)."""
+    from pardnn.passes.refine import targets
+
+    g = tiny([("a", 10), ("b", 10)], [])
+    c = free_links(1024)
+    assert targets(c, np.array([5, 5])) == [0, 5]
+    mixed = c.with_memory([None] * 512 + [1 << 30] * 512)
+    assert targets(mixed, np.array([5, 700])) == [0, 5, 512, 700]
+    st_ = Refine()(g, c, PlanState(assignment=np.array([5, 5])))
+    assert st_.makespan_us == 10.0 and sorted(st_.assignment.tolist()) == [0, 5]
+    assert st_.stats["refine"]["evaluations"] < 20
+
+
 @pytest.mark.parametrize("fuse", [False, True])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_cases(), st.integers(0, 2**31 - 1))
@@ -428,7 +444,7 @@ def test_the_compiled_move_loop_tries_moves_exactly_as_one_at_a_time():
         mover = _Mover(g, state.paths)
         cm = __import__("pardnn.machine", fromlist=["CostModel"]).CostModel.build(g, c)
         dev = state.assignment.copy()
-        moves = path_moves(g, cm, dev, mover, c.num_devices) + unit_moves(g, cm, dev, mover, c.num_devices)
+        moves = path_moves(g, c, cm, dev, mover) + unit_moves(g, c, cm, dev, mover)
         moves += [_Move(0.0, (int(v),), int(dev[v]), "no change") for v in rng.choice(g.num_nodes, 3)]
         moves += [_Move(0.0, tuple(int(v) for v in rng.choice(g.num_nodes, 4)), int(rng.integers(c.num_devices)),
                         "nodes, some twice") for _ in range(3)]
@@ -499,9 +515,9 @@ def _one_move_at_a_time(self, g, cluster, cm, mover, ev, cur, s, budget, check_m
         elif stage == 1:
             moves = propose(g, cluster, cm, s, s.critical_chain(), mover, top_links=g.num_nodes, every_target=True)
         elif stage == 2:
-            moves = path_moves(g, cm, cur, mover, K)
+            moves = path_moves(g, cluster, cm, cur, mover)
         else:
-            moves = unit_moves(g, cm, cur, mover, K)
+            moves = unit_moves(g, cluster, cm, cur, mover)
         gained = False
         misses = 0
         patience = self.patience if stage == 0 else None
