@@ -118,21 +118,24 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
 
 def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, require_feasible: bool = True,
               progress=None, timings: list | None = None, options=None,
-              search_capacity: bool = True) -> tuple[Placement, Schedule]:
+              search_capacity: bool = True, source: str | None = None) -> tuple[Placement, Schedule]:
     """Place ``g`` on ``cluster`` and simulate the result.
 
     Raises `InfeasibleError` (with the bytes short) when the placement breaks
     a memory limit and ``require_feasible`` is set. Pins to devices the
     cluster does not have are an input error. For the pardnn pipeline, the
-    pass timings are appended to ``timings`` when a list is given.
+    pass timings are appended to ``timings`` when a list is given. ``source``
+    (the graph's file) starts the message of an input error.
     """
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)
     if bad_pin.size:
         v = int(bad_pin[0])
-        raise InputError(f"node {g.names[v]!r} is pinned to device {int(g.pinned[v])}, but the cluster has "
-                         f"{cluster.num_devices} devices")
+        K = cluster.num_devices
+        raise InputError(f"{source + ': ' if source else ''}node {g.names[v]!r} is pinned to device "
+                         f"{int(g.pinned[v])}, but the cluster has {K} device{'s' if K != 1 else ''} "
+                         f"(0 to {K - 1})")
     bound = capacity_lower_bound_violation(g, cluster)
     if bound and require_feasible:
         raise InfeasibleError(f"no feasible placement exists: {bound[0]}", short_bytes=bound[1])

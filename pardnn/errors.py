@@ -11,7 +11,7 @@ Exit codes (also listed in ``pardnn --help``):
 1     internal error (a bug: please report it)
 2     usage error (bad flags or arguments)
 3     invalid input: unreadable or malformed graph, cluster, placement or model
-4     infeasible: no placement meets the memory limits (the message says by how much)
+4     infeasible: no placement meets the memory limits, or the one simulated breaks them (the message says by how much)
 5     runtime failure: a device, server or framework run failed
 6     a needed optional dependency is not installed (e.g. the `tf` extra)
 7     an output cannot be written (the message names the path and the reason)

@@ -190,3 +190,19 @@ def test_control_edge_from_a_portless_last_node():
     b2.add_node("init", "NoOp")
     b2.add_edge("init", "c", control=True)
     assert b2.build(verify=False).num_edges == 1
+
+
+def test_fractional_byte_counts_round_to_the_nearest_byte_half_to_even():
+    """docs/formats.md: byte counts with a fraction are rounded (half to even); times keep their fractions.
+    Both readers agree: the columnar one (every value a plain number) and the node-by-node one."""
+    from pardnn.ir import graph_from_dict
+
+    nodes = [{"name": "a", "time_us": 1.5, "output_bytes": [2.5], "temp_bytes": 3.5, "persistent_bytes": 1e3},
+             {"name": "b", "time_us": 0.25, "output_bytes": 7.49}]
+    for extra in ({}, {"colocation": "x"}):     # a string field sends the reader node by node
+        doc = {"format": "pardnn.graph", "version": 1, "nodes": [{**nodes[0], **extra}, nodes[1]],
+               "edges": [{"src": "a", "dst": "b", "bytes": 10.5}]}
+        g = graph_from_dict(doc)
+        assert g.temp_bytes.tolist() == [4, 0] and g.persistent_bytes.tolist() == [1000, 0]
+        assert g.port_bytes.tolist() == [2, 7] and g.edge_bytes.tolist() == [10]
+        assert g.time_us.tolist() == [1.5, 0.25]

@@ -76,6 +76,12 @@ def _list_methods(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
+def _echo_timings(time_passes: bool, timings: list) -> None:
+    if time_passes and timings:
+        from ..pipeline import format_timings
+        click.echo(format_timings(timings), err=True)
+
+
 @click.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -153,13 +159,15 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         from ..partitioner import PardnnOptions   # the passes load when a placement is made (start-up time)
         options = PardnnOptions(memory_heuristic=memory_heuristic, refine_evals=refine_evals, effort=effort,
                                 pipeline=pipeline_spec) if method == DEFAULT_METHOD else None
-        plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
-                                    progress=progress, timings=timings, options=options,
-                                    search_capacity=capacity_search)
+        try:
+            plan, sched = run_partition(g, cluster, method=method, require_feasible=not allow_infeasible,
+                                        progress=progress, timings=timings, options=options,
+                                        search_capacity=capacity_search, source=input_path)
+        except InfeasibleError:     # the passes ran: their times still help (before the one-line error)
+            _echo_timings(time_passes, timings)
+            raise
     seconds = time.perf_counter() - t0
-    if time_passes and timings:
-        from ..pipeline import format_timings
-        click.echo(format_timings(timings), err=True)
+    _echo_timings(time_passes, timings)
     # the batch the graph was built for: the frontend's (a framework model read now), or the one a pardnn.graph
     # recorded when it was imported (there --batch-size changes nothing)
     batch = g.meta.get("batch_size")
@@ -200,7 +208,10 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
     """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
 
     Without cluster flags the cluster has as many devices as the placement,
-    unlimited memory, 12 GB/s links and 25 us latency.
+    unlimited memory, 12 GB/s links and 25 us latency. A placement that
+    breaks a memory limit (or a pin or colocation rule) is reported in full,
+    then the command exits 4 with a one-line error naming the device and the
+    bytes short.
 
     \b
     Example:
@@ -235,6 +246,9 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
             "violations": [v.message for v in sched.violations],
         })
         echo_json(out)
-        return
-    check_interrupt()
-    click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))
+    else:
+        check_interrupt()
+        click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))
+    if not sched.feasible:
+        raise InfeasibleError(f"{placement}: the placement breaks the machine model: {sched.violations[0].message}",
+                              short_bytes=sched.memory_shortfall())

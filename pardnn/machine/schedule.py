@@ -34,6 +34,7 @@ from ..cluster import Cluster
 from ..errors import PlacementError
 from ..ir import OpGraph
 from ..placement import Placement
+from ..units import format_bytes
 from .._jit import njit
 from .kernel import run_kernel
 
@@ -371,8 +372,8 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
     for d in np.flatnonzero(peak > cap):
         d = int(d)
         over = int(peak[d] - cap[d])
-        out.append(Violation("memory", f"device {d} ({cluster.devices[d].name}) needs {int(peak[d])} bytes at "
-                                       f"t={peak_t[d]:.1f}us but has {int(cap[d])}: {over} bytes short",
+        out.append(Violation("memory", f"device {d} ({cluster.devices[d].name}) needs {format_bytes(int(peak[d]))} at "
+                                       f"t={peak_t[d]:.1f}us but has {format_bytes(int(cap[d]))}: {over} bytes short",
                              device=d, bytes_over=over, time_us=float(peak_t[d])))
     return out + rule_violations(g, dev)
 

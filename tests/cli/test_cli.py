@@ -58,6 +58,20 @@ def test_partition_then_simulate_agree(tmp_path, graph_file):
     assert sim["feasible"] is True and len(sim["peak_bytes"]) == 2
 
 
+def test_simulate_reports_a_placement_that_breaks_memory_then_exits_4(tmp_path, graph_file):
+    out = tmp_path / "p.json"
+    assert run("partition", graph_file, "--devices", 2, "-o", out).exit_code == 0
+    for args in ((), ("--json",)):
+        r = run("simulate", graph_file, out, "--devices", 2, "--memory", "64B", *args)
+        assert r.exit_code == EXIT_INFEASIBLE, r.output
+        if args:
+            assert json.loads(r.stdout)["feasible"] is False
+        else:
+            assert "feasible             NO" in r.stdout and "bytes short" in r.stdout
+        assert r.stderr.startswith(f"pardnn: error: {out}: the placement breaks the machine model: device ")
+        assert r.stderr.count("\n") == 1 and "bytes short" in r.stderr
+
+
 def test_simulate_defaults_to_the_placement_devices(tmp_path, graph_file):
     out = tmp_path / "p.json"
     assert run("partition", graph_file, "-k", 3, "-o", out).exit_code == 0
@@ -213,6 +227,20 @@ def test_refine_evals_bounds_the_refinement(tmp_path):
         times[evals] = json.loads(r.stdout)["makespan_us"]
     assert times[50] <= times[0]
     assert run("partition", sample, "-k", 4, "--refine-evals", -1, "-o", tmp_path / "x.json").exit_code == EXIT_USAGE
+
+
+def test_time_passes_prints_the_passes_also_when_nothing_fits(tmp_path):
+    """The passes ran before the placement was found not to fit: their times come before the one-line error."""
+    from ..conftest import SAMPLES
+
+    r = run("partition", SAMPLES / "pardnn_vgg16.json.gz", "-k", 2, "-m", "1.2GiB", "--no-capacity-search",
+            "--time-passes", "-o", tmp_path / "p.json")
+    assert r.exit_code == EXIT_INFEASIBLE
+    lines = r.stderr.splitlines()
+    passes = [line.split()[0] for line in lines if line[:1].isalpha()]
+    assert passes[:3] == ["pass", "slice", "map"] and "total" in passes, r.stderr
+    assert lines[-1].startswith("pardnn: error: ") and "found no placement within memory" in lines[-1], lines[-1]
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_run_trace_is_for_tensorflow_models_only(tmp_path):

@@ -76,6 +76,12 @@ def test_colocation_group_pinned_to_two_devices_is_bad_input(tmp_path):
                   "'layer1'", "'w'", "'w_update'", "device 0", "device 1")
 
 
+def test_a_pin_beyond_the_clusters_devices_is_bad_input_naming_the_file(tmp_path):
+    nodes = [{"name": "a", "time_us": 1, "output_bytes": 4, "pinned": 3}, {"name": "b", "time_us": 1}]
+    check_failure(tmp_path, "g.json", graph_json(nodes, [("a", "b")]), EXIT_INPUT, "'a'", "device 3",
+                  "1 device (0 to 0)", args=("-k", 1))
+
+
 @pytest.mark.parametrize("field", ["output_bytes", "persistent_bytes", "temp_bytes"])
 def test_byte_counts_beyond_int64_are_bad_input(tmp_path, field):
     nodes = [{"name": "a", "time_us": 1, "output_bytes": 4}, {"name": "big", "time_us": 1, "output_bytes": 4}]

@@ -105,6 +105,18 @@ def test_bench_report(tmp_path):
         assert float(page.values[f"pipedream_gnmt|2|loose|{row['method']}"]) == row["makespan_us"]
 
 
+def test_bench_without_pardnn_scores_the_first_method_listed(tmp_path):
+    """Two baselines alone: the first is scored against the second (it was reported as pardnn missing every case)."""
+    r = run("bench", "--suite", "samples", "--max-nodes", 100, "--k", 2, "--regimes", "loose", "--no-scaling",
+            "--methods", "m-topo,m-etf", "--no-tables", "-o", tmp_path / "out")
+    assert r.exit_code == 0, r.output
+    assert "'ours' below is m-topo" in r.stdout
+    row = next(line.split() for line in r.stdout.splitlines() if line.startswith("loose") and " 2 " in line)
+    assert row[1:7] == ["2", "1", "1", "1", "0", "0"], row     # K, cases, ours ok, base ok, only ours, missed
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["ours"] == "m-topo" and res["summary"][0]["ours_missed"] == 0
+
+
 def test_quiet_silences_and_verbose_shows_stage_timings(tmp_path):
     p = tmp_path / "p.json"
     r = run("-v", "partition", GNMT, "-k", 2, "-o", p, "--report", tmp_path / "a.html")
