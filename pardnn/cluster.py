@@ -208,24 +208,43 @@ class Cluster:
         if self.links is None:      # every link alike: speed and memory decide
             first: dict[tuple, int] = {}
             return np.array([first.setdefault(k, d) for d, k in enumerate(kind)], dtype=np.int64)
-        mats = (self.latency, self.bandwidth)
-        off = ~np.eye(K, dtype=bool)
-        # a cheap necessary condition first: speed, memory, and the sorted links out and in
-        rows = []
-        for m in mats:
-            x = np.where(off, m, np.nan)
-            rows += [np.sort(x, axis=1), np.sort(x.T, axis=1)]
-        sigs = [kind[d] + tuple(r[d].tobytes() for r in rows) for d in range(K)]
+        # Devices a and b are twins when their rows (and columns) agree off {a, b} and m[a,b] == m[b,a]
+        # for both matrices. Comparing b with every earlier class's representative row by row costs
+        # O(K) each, O(K^3) in all on a ring; instead each row and column gets a linear fingerprint
+        # over Z/2^64 of its values' bits (diagonal 0): for twins, f[a] - f[b] = w[b] m[a,b] - w[a] m[b,a]
+        # exactly, an O(1) test per pair that no twin fails, and a pair passing it is then checked exactly.
+        bits = []
+        for m in (self.latency, self.bandwidth):
+            v = (m + 0.0).view(np.uint64).copy()        # + 0.0: -0.0 and 0.0 alike
+            np.fill_diagonal(v, 0)
+            bits.append(v)
+        w = np.random.default_rng(0).integers(1, 2**63, size=(2, K), dtype=np.uint64) | np.uint64(1)
+        with np.errstate(over="ignore"):
+            fp = [(v * w[0]).sum(axis=1, dtype=np.uint64) for v in bits] \
+                + [(v.T * w[1]).sum(axis=1, dtype=np.uint64) for v in bits]
         reps: dict[tuple, list[int]] = {}
         for b in range(K):
-            for a in reps.get(sigs[b], ()):
-                rest = off[a] & off[b]
-                if all(np.array_equal(m[a, rest], m[b, rest]) and np.array_equal(m[rest, a], m[rest, b])
-                       and m[a, b] == m[b, a] for m in mats):
-                    out[b] = a
-                    break
+            R = reps.setdefault(kind[b], [])
+            if R:
+                r = np.asarray(R)
+                ok = np.ones(len(r), dtype=bool)
+                with np.errstate(over="ignore"):
+                    for i, v in enumerate(bits):
+                        ab, ba = v[r, b], v[b, r]
+                        ok &= ab == ba
+                        ok &= fp[i][r] - fp[i][b] == w[0][b] * ab - w[0][r] * ba
+                        ok &= fp[2 + i][r] - fp[2 + i][b] == w[1][b] * ba - w[1][r] * ab
+                for a in r[ok]:
+                    rest = np.ones(K, dtype=bool)
+                    rest[[a, b]] = False
+                    if all(np.array_equal(v[a, rest], v[b, rest]) and np.array_equal(v[rest, a], v[rest, b])
+                           for v in bits):
+                        out[b] = a
+                        break
+                else:
+                    R.append(b)
             else:
-                reps.setdefault(sigs[b], []).append(b)
+                R.append(b)
         return out
 
     def transfer_time_us(self, a: int, c: int, nbytes: float) -> float:

@@ -108,3 +108,45 @@ def test_twins_are_devices_a_swap_of_numbers_maps_onto_the_cluster():
     assert replace(Cluster.homogeneous(3), links=out_only).twins.tolist() == [0, 1, 2]
     # with transfers run on the devices, a device's sends are queued by destination number: no twins
     assert replace(Cluster.homogeneous(3), transfer_cpu_us=1.0).twins.tolist() == [0, 1, 2]
+
+
+def _swap_maps_onto_itself(c, a, b):
+    p = np.arange(c.num_devices)
+    p[[a, b]] = [b, a]
+    return all(np.array_equal(m, m[np.ix_(p, p)]) for m in (c.latency, c.bandwidth)) \
+        and c.speed[a] == c.speed[b] and c.capacity[a] == c.capacity[b]
+
+
+def test_twins_match_the_definition_on_random_and_structured_links():
+    """The fingerprint test in `Cluster.twins` only prunes: each device's twin is the lowest-numbered
+    device whose swap with it maps the cluster onto itself, on random link patterns, a ring and nodes."""
+    from dataclasses import replace
+
+    from pardnn.cluster import Link
+
+    def with_links(K, pick, memory=None):
+        c = Cluster.homogeneous(K)
+        if memory is not None:
+            c = c.with_memory(memory)
+        return replace(c, links=tuple(tuple(pick(a, b) for b in range(K)) for a in range(K)))
+
+    kinds = [None, Link(5.0, 100.0), Link(1.0, 1000.0)]
+    rng = np.random.default_rng(3)
+    seen_twins = 0
+    for _ in range(200):
+        K = int(rng.integers(2, 8))
+        M = rng.integers(0, 3, size=(K, K))
+        if rng.random() < 0.5:
+            M = np.minimum(M, M.T)
+        mem = [int(x) for x in rng.integers(1, 3, size=K)] if rng.random() < 0.3 else None
+        c = with_links(K, lambda a, b: kinds[M[a, b]], mem)
+        want = [min(a for a in range(b + 1) if a == b or _swap_maps_onto_itself(c, a, b)) for b in range(K)]
+        assert c.twins.tolist() == want
+        seen_twins += sum(w != b for b, w in enumerate(want))
+    assert seen_twins > 50          # the random patterns do exercise twins
+    ring = with_links(8, lambda a, b: kinds[1] if (a - b) % 8 in (1, 7) else None)
+    assert ring.twins.tolist() == list(range(8))     # a swap of two ring members breaks adjacency
+    ring4 = with_links(4, lambda a, b: kinds[1] if (a - b) % 4 in (1, 3) else None)
+    assert ring4.twins.tolist() == [0, 1, 0, 1]      # opposite corners of a square share both neighbours
+    nodes = with_links(64, lambda a, b: kinds[2] if a // 8 == b // 8 else None)
+    assert nodes.twins.tolist() == [8 * (d // 8) for d in range(64)]

@@ -72,6 +72,8 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
 
     registry = all_methods()
     names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
+    if not names:
+        raise click.BadParameter(f"{methods!r} names no method", param_hint="--methods")
     unknown = [m for m in names if m not in registry]
     if unknown:
         raise click.BadParameter(f"unknown method(s) {', '.join(unknown)}", param_hint="--methods")

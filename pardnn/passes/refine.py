@@ -351,7 +351,10 @@ def free_at(s: Schedule, K: int, t: np.ndarray) -> np.ndarray:
 def targets(cluster: Cluster, dev: np.ndarray) -> list[int]:
     """The devices a move may go to: those holding ops, and the lowest-numbered empty device of each class
     of interchangeable devices (`Cluster.twins`): a move to another empty twin gives the same simulated step
-    and would be tried after it. A tiny graph on many devices tries a few targets, not K."""
+    and would be tried after it. A tiny graph on many devices tries a few targets, not K. The targets are
+    those of the plan a round proposes from: when a move to an empty twin is accepted, the rest of that
+    round's list tries no other twin of its class; the next round (which starts over from the first
+    neighbourhood after any accepted move) proposes from the new plan, where the next empty twin stands in."""
     K = cluster.num_devices
     used = np.bincount(dev, minlength=K) > 0
     empty = np.flatnonzero(~used)

@@ -192,6 +192,16 @@ def test_unknown_method_is_a_usage_error(small_graph):
     assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
 
 
+@pytest.mark.parametrize("value, message", [(",", "',' names no method"), (" , ", "' , ' names no method"),
+                                            ("pardnn,nope", "unknown method(s) nope")])
+def test_bench_methods_that_name_no_known_method_are_a_usage_error(tmp_path, value, message):
+    """Found by a reviewer: ``--methods ,`` left the list empty and ended in an internal error."""
+    r = pardnn("bench", "--suite", "samples", "--methods", value, "-o", "b", cwd=tmp_path)
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert "Invalid value for --methods: " + message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("flag, value", [("--speed", "0"), ("--speed", "1,-2"), ("--speed", "nan"),
                                          ("--bandwidth", "0"), ("--bandwidth", "0GB/s")])
 def test_a_speed_or_bandwidth_that_is_not_positive_is_a_usage_error_naming_the_flag(small_graph, flag, value):
