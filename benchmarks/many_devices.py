@@ -9,6 +9,7 @@ root::
 
     python benchmarks/many_devices.py                     # K = 8, 64, 256, 1024, 4096
     python benchmarks/many_devices.py --devices 64,1024 --timeout 120
+    python benchmarks/many_devices.py --twins --devices 256,1024   # Cluster.twins alone, with per-link entries
 
 The command is ``python -c "from pardnn.cli import main; main()"``, run in the current directory, so the
 directory it runs in picks the code: for a before/after pair, run this script (from this checkout) in a
@@ -66,11 +67,34 @@ def run(cmd: list[str], timeout: float) -> tuple[str, float, float, int | None]:
         return out.read(), wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
+def twins_rows(ks: list[int]) -> None:
+    """Seconds `Cluster.twins` takes (in this process) on clusters with per-link entries, where each pair
+    of devices must be checked: a ring (no two devices alike) and nodes of 8 (a class per node)."""
+    from dataclasses import replace
+
+    from pardnn.cluster import Cluster, Link
+
+    print("| cluster | K | classes | Cluster.twins s |")
+    print("|---|---:|---:|---:|")
+    for name, pick in (("ring", lambda a, b, K: Link(5.0, 100.0) if (a - b) % K in (1, K - 1) else None),
+                       ("nodes of 8", lambda a, b, K: Link(1.0, 100000.0) if a // 8 == b // 8 else None)):
+        for k in ks:
+            c = replace(Cluster.homogeneous(k), links=tuple(tuple(pick(a, b, k) for b in range(k)) for a in range(k)))
+            c.latency, c.bandwidth          # the matrices are built before the clock starts
+            t0 = time.perf_counter()
+            classes = len(set(c.twins.tolist()))
+            print(f"| {name} | {k} | {classes} | {time.perf_counter() - t0:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", default="8,64,256,1024,4096")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a run is stopped")
+    ap.add_argument("--twins", action="store_true", help="time Cluster.twins alone (ring, nodes of 8)")
     args = ap.parse_args()
+    if args.twins:
+        twins_rows([int(x) for x in args.devices.split(",")])
+        return
     print("| graph | K | pardnn partition s | peak RSS MB | predicted step ms |")
     print("|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
