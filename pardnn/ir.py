@@ -238,6 +238,12 @@ class OpGraph:
         return pins
 
     @cached_property
+    def unit_first(self) -> np.ndarray:
+        """Per node, the lowest-numbered node of its unit (itself when ungrouped)."""
+        ptr, members = self.unit_members
+        return members[ptr[self.unit]]
+
+    @cached_property
     def unit_members(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, members)``: the nodes of unit ``u`` are ``members[ptr[u]:ptr[u + 1]]``, in id order."""
         members = np.argsort(self.unit, kind="stable")

@@ -24,6 +24,7 @@ rules a placement breaks), so none of them needs the kernel's layout.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -388,7 +389,8 @@ def rule_violations(g: OpGraph, dev: np.ndarray) -> list[Violation]:
     if pinned.size > 20:
         out.append(Violation("pinned", f"... and {pinned.size - 20} more pinned nodes off their device"))
     grouped = np.flatnonzero(g.colocation >= 0)
-    if grouped.size:
+    # the common case first: every member on its group's first member's device (O(V), no ufunc.at)
+    if grouped.size and (dev[grouped] != dev[g.unit_first[grouped]]).any():
         n = len(g.group_names)
         lo = np.full(n, np.iinfo(np.int64).max)
         hi = np.full(n, -1)
@@ -427,22 +429,25 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     same read-only ones) without simulating.
     """
     dev = _as_assignment(g, cluster, placement)
+    # one hash of the assignment, then the whole array compared only where the hash matches
+    small = dev.astype(np.uint8) if cluster.num_devices <= 256 else np.ascontiguousarray(dev)
+    key = hashlib.blake2b(small.data, digest_size=16).digest()
     with _RECENT_LOCK:      # refinement's searches simulate on several threads at once
         recent = g.__dict__.get(_RECENT)
         if recent is None:
             recent = []
             object.__setattr__(g, _RECENT, recent)
-        for i, (c, m, d, s, _) in enumerate(recent):
-            if c is cluster and m == memory and np.array_equal(d, dev):
+        for i, (c, m, k, d, s, _) in enumerate(recent):
+            if k == key and c is cluster and m == memory and np.array_equal(d, dev):
                 recent.insert(0, recent.pop(i))
                 return dataclasses.replace(s, device=dev)
     s = _simulate(g, cluster, dev, memory)
     size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f.name).nbytes for f in fields(s.transfers))
     with _RECENT_LOCK:
-        recent.insert(0, (cluster, memory, dev.copy(), dataclasses.replace(s), size))
+        recent.insert(0, (cluster, memory, key, dev.copy(), dataclasses.replace(s), size))
         held = 0
         for i, entry in enumerate(recent):
-            held += entry[4]
+            held += entry[5]
             if i >= RECENT_SCHEDULES or (i > 0 and held > RECENT_BYTES):
                 del recent[i:]
                 break

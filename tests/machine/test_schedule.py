@@ -295,6 +295,21 @@ def test_violations_name_what_is_wrong():
     assert ok.feasible and ok.violations == ()
 
 
+def test_split_colocation_groups_are_all_named():
+    """`rule_violations` first checks every member against its group's first member; where any differs it
+    names each split group: the same set as splitting the groups by hand, on random assignments."""
+    from pardnn.machine.schedule import rule_violations
+
+    names = [(f"n{i}", 1, 0, {"colocation": f"g{i % 5}"} if i % 3 else {}) for i in range(30)]
+    g = tiny(names, [])
+    rng = np.random.default_rng(7)
+    for t in range(200):
+        dev = rng.integers(0, 1 + (t % 3), size=30) if t % 4 else np.zeros(30, dtype=np.int64)
+        want = {f"g{k}" for k in range(5) if len({int(dev[i]) for i in range(30) if i % 3 and i % 5 == k}) > 1}
+        got = {v.message.split("'")[1] for v in rule_violations(g, dev) if v.kind == "colocation"}
+        assert got == want
+
+
 def test_placement_out_of_range_is_rejected():
     g = tiny([("a", 1)], [])
     with pytest.raises(PlacementError, match="device 3"):
