@@ -5,8 +5,11 @@ beside the target, which is then renamed over it, so a crash never leaves a
 half-written placement behind and a reader never sees one. Inside an
 `output_transaction` the renames wait until the block ends without an
 error, so a command's outputs appear together or not at all.
-`check_writable` fails early, before the work, when an output's place cannot
-take a file; `refuse_overwrite` guards a user's input from being clobbered by
+An output that already exists and is not a regular file (``/dev/null``,
+``/dev/stdout``, a FIFO) is written through, never replaced, after every
+regular output has landed; an output that is a symbolic link has the file it
+points to replaced, the link kept. `check_writable` fails early, before the
+work, when an output's place cannot take a file; `refuse_overwrite` guards a user's input from being clobbered by
 an output path. A write that fails is an `OutputError` naming the output, never
 the temporary file.
 """
@@ -18,6 +21,9 @@ import gc
 import gzip
 import json
 import os
+import re
+import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -95,6 +101,67 @@ class _Staged:
     """``(temporary file, target)`` in write order."""
     made_dirs: list[Path] = field(default_factory=list)
     """Directories created for the outputs, outermost first (removed again on failure when empty)."""
+    streams: list[tuple[bytes, Path]] = field(default_factory=list)
+    """``(data, target)`` for targets that are not regular files (`is_stream`), written after the renames."""
+
+
+_FD_LINK = re.compile(r"^/(?:proc/(?:self|\d+)|dev)/fd/(\d+)$")
+
+
+def _own_fd(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``, or a link to one of them), else None."""
+    q = os.path.abspath(path)
+    for _ in range(40):
+        m = _FD_LINK.match(q)
+        if m and (q.startswith(("/dev/", "/proc/self/")) or q.split("/")[2] == str(os.getpid())):
+            fd = int(m.group(1))
+            try:
+                os.fstat(fd)
+            except OSError:
+                return None
+            return fd
+        if not os.path.islink(q):
+            return None
+        q = os.path.normpath(os.path.join(os.path.dirname(q), os.readlink(q)))
+    return None
+
+
+def is_stream(path: Path) -> bool:
+    """Whether ``path`` names one of this process's descriptors (``/dev/stdout``), or (its links followed)
+    exists and is neither a regular file nor a directory: a device such as ``/dev/null``, a FIFO or a socket.
+    Such an output is written through, never replaced."""
+    if _own_fd(path) is not None:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _real(path: Path) -> Path:
+    """The file a rename must replace: the end of ``path``'s links (the links themselves are kept)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _write_through(target: Path, data: bytes) -> None:
+    fd = _own_fd(target)
+    if fd is None:
+        with open(target, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+        return
+    # one of our own descriptors (-o /dev/stdout): written at its place in what the command prints, not by
+    # opening the path again (which would start a file that stdout is redirected to over from its beginning)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 _STAGED: contextvars.ContextVar[_Staged | None] = contextvars.ContextVar("pardnn_staged_outputs", default=None)
@@ -155,6 +222,11 @@ def _commit(staged: _Staged) -> None:
                 raise
         i = len(staged.files)
         check_interrupt()
+        for data, target in staged.streams:     # cannot be undone: after every rename that can
+            try:
+                _write_through(target, data)
+            except OSError as exc:
+                raise _StreamFailure(target, exc) from None
     except BaseException as exc:
         for earlier, old in reversed(done):
             if old is None:
@@ -162,12 +234,20 @@ def _commit(staged: _Staged) -> None:
             else:
                 os.replace(old, earlier)
         _discard(_Staged(staged.files[i:], staged.made_dirs))
+        if isinstance(exc, _StreamFailure):
+            raise _failure(exc.target, exc.error) from None
         if isinstance(exc, OSError):
             raise _failure(staged.files[i][1], exc) from None
         raise
     for _, old in done:
         if old is not None:
             Path(old).unlink(missing_ok=True)
+
+
+class _StreamFailure(Exception):
+    def __init__(self, target: Path, error: OSError):
+        super().__init__(str(error))
+        self.target, self.error = target, error
 
 
 def _discard(staged: _Staged) -> None:
@@ -246,6 +326,11 @@ def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False)
         target = Path(path)
         if target.is_dir() and not directory_ok:
             raise OutputError(f"{target}: cannot write: is a directory, expected a file name")
+        if is_stream(target):       # /dev/null, a FIFO: written through, so it must take writes itself
+            if not os.access(target, os.W_OK):
+                raise OutputError(f"{target}: cannot write: Permission denied")
+            continue
+        target = _real(target)      # a link: the file it points to is replaced, beside that file
         base = _nearest_existing(target.parent)
         if base is None or not base.is_dir():
             raise OutputError(f"{target}: cannot write: {base or target.parent} is not a directory")
@@ -261,15 +346,29 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` through a temporary file and a rename.
 
     A name ending in ``.gz`` is gzip-compressed (with a zero mtime, so the
-    same content gives the same bytes).
+    same content gives the same bytes). A ``path`` that is a device, FIFO or
+    socket (`is_stream`) is written through instead (in a transaction, after
+    every rename); a symbolic link keeps pointing where it did, at new
+    content. Returns ``path`` as given.
     """
-    p = Path(path)
+    shown = p = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
     if _is_gzip(p):
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    directory = p.parent if str(p.parent) else Path(".")
     staged = _STAGED.get()
+    if is_stream(p):
+        check_interrupt()
+        if staged is not None:
+            staged.streams.append((data, p))
+            return p
+        try:
+            _write_through(p, data)
+        except OSError as exc:
+            raise _failure(p, exc) from None
+        return p
+    p = _real(p)
+    directory = p.parent if str(p.parent) else Path(".")
     tmp = None
     made: list[Path] = []
     try:
@@ -287,7 +386,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             raise IsADirectoryError(21, "is a directory, expected a file name")
         if staged is not None:
             staged.files.append((tmp, p))
-            return p
+            return shown
         check_interrupt()
         os.replace(tmp, p)
     except BaseException as exc:
@@ -299,9 +398,9 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
         if staged is None:      # the directories made for it (a transaction removes its own at its end)
             _discard(_Staged([], made))
         if isinstance(exc, OSError):
-            raise _failure(p, exc) from None
+            raise _failure(shown, exc) from None
         raise
-    return p
+    return shown
 
 
 def _default_mode(target: Path) -> int:

@@ -62,3 +62,86 @@ def test_deeply_nested_json_is_an_input_error(tmp_path):
     p.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InputError, match="nested too deeply"):
         read_json(p)
+
+
+def _fifo_reader(path):
+    """A thread reading everything written to the FIFO ``path``; ``result[0]`` holds the bytes."""
+    import threading
+
+    result = []
+
+    def read():
+        with open(path, "rb") as fh:
+            result.append(fh.read())
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t, result
+
+
+def test_an_output_that_is_a_fifo_is_written_through_not_replaced(tmp_path):
+    """Found by a new user's trial: ``-o /dev/null`` (as root) replaced the device with a regular file;
+    a FIFO and ``/dev/stdout`` went the same way. Such outputs are written through now."""
+    import os
+    import stat
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    t, got = _fifo_reader(fifo)
+    assert atomic_write(fifo, "hello\n") == fifo
+    t.join(10)
+    assert got == [b"hello\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    check_writable(fifo)        # no probe file made beside it, no error
+    # in a transaction: after every regular output has landed
+    t, got = _fifo_reader(fifo)
+    with output_transaction():
+        atomic_write(fifo, "a")
+        atomic_write(tmp_path / "x.json", "b")
+    t.join(10)
+    assert got == [b"a"] and (tmp_path / "x.json").read_text() == "b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "x.json"]
+
+
+def test_a_device_that_refuses_the_bytes_takes_the_transaction_back(tmp_path):
+    """/dev/full refuses every write: the error names it, and the regular outputs staged with it are put
+    back as they were (written through last, so only what can be undone came before)."""
+    import os
+    import stat
+
+    full = tmp_path / "full"       # a node of /dev/full's device, so a regression cannot touch /dev itself
+    try:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        open(full, "rb").close()
+    except OSError:
+        pytest.skip("cannot make or open a device node here")
+    (tmp_path / "x.json").write_text("old")
+    with pytest.raises(OutputError, match="full: cannot write: No space left on device"):
+        with output_transaction():
+            atomic_write(tmp_path / "x.json", "new")
+            atomic_write(tmp_path / "y.json", "new")
+            atomic_write(full, "z")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    assert (tmp_path / "x.json").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full", "x.json"]
+    with pytest.raises(OutputError, match="full: cannot write"):
+        atomic_write(full, "z")
+
+
+def test_an_output_that_is_a_symlink_keeps_the_link(tmp_path):
+    """The file a link points to gets the new content (renamed over, beside it); the link stays a link."""
+    real = tmp_path / "d" / "target.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "l.json"
+    link.symlink_to(real)
+    check_writable(link)
+    assert atomic_write(link, "new") == link
+    assert link.is_symlink() and real.read_text() == "new"
+    with output_transaction():
+        atomic_write(link, "newer")
+    assert link.is_symlink() and real.read_text() == "newer"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["target.json"]
+    dangling = tmp_path / "dl.json"
+    dangling.symlink_to(tmp_path / "d" / "made.json")
+    atomic_write(dangling, "x")
+    assert dangling.is_symlink() and (tmp_path / "d" / "made.json").read_text() == "x"

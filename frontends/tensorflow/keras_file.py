@@ -53,7 +53,7 @@ def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: st
         raise InputError(f"{p}: no such file")
     with substage(f"loading the Keras model {p.name}"):
         model = _load(p)
-    optimizer = getattr(model, "optimizer", None)
+    optimizer = _unbuilt_if_foreign(model, getattr(model, "optimizer", None))
     loss = getattr(model, "loss", None)
     missing = [what for what, value in (("an optimizer", optimizer), ("a loss", loss)) if value is None]
     if missing:
@@ -84,6 +84,11 @@ def _load(p: Path):
         import keras
     except ImportError as exc:   # pragma: no cover - keras comes with tensorflow
         raise InputError(f"{p}: reading a Keras model needs keras: {exc}") from None
+    if p.suffix.lower() == ".keras":
+        import zipfile
+
+        if not zipfile.is_zipfile(p):    # else Keras says "File not found" of a file that is there
+            raise InputError(f"{p}: not a loadable Keras model (a .keras file is a zip archive; this is not one)")
     try:
         with warnings.catch_warnings():
             # An optimizer saved before its first step holds fewer variables than the built one: Keras warns
@@ -94,6 +99,20 @@ def _load(p: Path):
         text = str(exc).strip().splitlines()
         first = text[0] if text else type(exc).__name__
         raise InputError(f"{p}: not a loadable Keras model ({first})") from None
+
+
+def _unbuilt_if_foreign(model, optimizer):
+    """``optimizer``, or a new one from its config when it was built for variables other than the model's.
+
+    A legacy ``.h5`` file's compiled optimizer comes back built for no variables at all, and Keras refuses
+    to apply it to the model's ("can only be called for the variables it was originally built with"). Its
+    state would start at zero in the traced step either way, so its config is all that matters."""
+    if optimizer is None or not getattr(optimizer, "built", False):
+        return optimizer
+    own = {id(v) for v in getattr(optimizer, "_trainable_variables", None) or ()}
+    if all(id(v) in own for v in model.trainable_variables):
+        return optimizer
+    return type(optimizer).from_config(optimizer.get_config())
 
 
 def _loss_name(loss) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from ..fileio import check_writable, refuse_overwrite
+from ..fileio import check_writable, is_stream, refuse_overwrite
 from ..ir import save_graph
 from ..units import format_time
 from .options import frontend_options, make_frontend_options, read_input
@@ -27,6 +29,10 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
       pardnn import ../shared/data/pardnn_v1/vgg/vgg_dot.dot -o vgg.json.gz
       pardnn import saved_model_dir --signature train_step --profile 5 -o model.json.gz
     """
+    # another suffix would be read back as another format (a device such as /dev/stdout is not read back)
+    if not output.lower().endswith((".json", ".json.gz")) and not is_stream(Path(output)):
+        raise click.BadParameter(f"a pardnn.graph is JSON: name it .json or .json.gz, got {output!r}",
+                                 param_hint="-o/--output")
     refuse_overwrite(output, model)
     check_writable(output)
     opts = make_frontend_options(name, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)

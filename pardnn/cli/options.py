@@ -17,6 +17,7 @@ from ..cluster import Cluster, Device, load_cluster
 from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
+from ..frontends.roofline import DEVICE_PROFILES
 from ..ir import OpGraph
 from ..units import parse_rate, parse_size, parse_time
 
@@ -164,7 +165,8 @@ def frontend_options(f):
         click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
                      help="Value for a named dynamic dimension (repeatable)."),
         click.option("--device-profile", default="h100", show_default=True,
-                     help="Device preset for estimated op times: h100, a100, v100, t4, cpu."),
+                     type=click.Choice(sorted(DEVICE_PROFILES), case_sensitive=False),
+                     help="Device preset for estimated op times."),
         click.option("--keep-unexecuted", is_flag=True, help="ParDNN DOT input: keep ops a step never runs."),
     ]
     for opt in reversed(options):
@@ -204,6 +206,8 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
         key, sep, value = item.partition("=")
         if not sep or not key or not value.strip().isdigit():
             raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
+        if int(value) < 1:
+            raise click.BadParameter(f"a dimension must be at least 1, got {item!r}", param_hint="--dim")
         parsed[key.strip()] = int(value)
     return FrontendOptions(name=name, signature=signature, profile_steps=profile_steps, batch_size=batch_size,
                            dims=parsed, device_profile=device_profile, keep_unexecuted=keep_unexecuted)

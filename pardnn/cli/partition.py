@@ -145,8 +145,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     for out in (output, place_path):
         if out:
             refuse_overwrite(out, input_path, cluster_path)
-    check_report_path(report_path, input_path, cluster_path, output, place_path)
     distinct_outputs(output, place_path, report_path)
+    check_report_path(report_path, input_path, cluster_path)
     check_writable(output, place_path, report_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
     progress = ctx.obj["progress"]
@@ -202,9 +202,11 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Also write the simulated timeline here as Chrome trace-event JSON (Perfetto, chrome://tracing): "
                    "a track per device and per link.")
+@frontend_options
 @click.pass_context
 def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devices, memory, speed, bandwidth, latency,
-             device_prefix, as_json: bool, trace_path) -> None:
+             device_prefix, as_json: bool, trace_path, fmt, signature, profile_steps, batch_size, dims,
+             device_profile, keep_unexecuted) -> None:
     """Simulate one step of GRAPH under PLACEMENT (SPEC §1) and report the figures.
 
     Without cluster flags the cluster has as many devices as the placement,
@@ -222,8 +224,9 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
         refuse_overwrite(trace_path, graph, placement, cluster_path)
         check_writable(trace_path)
     progress = ctx.obj["progress"]
+    opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {graph}"):
-        g = read_input(graph)
+        g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
     cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
                                            device_prefix)

@@ -145,8 +145,8 @@ def _criterion_line(r) -> str:
 @frontend_options
 @click.option("--steps", type=click.IntRange(1), default=5, show_default=True,
               help="Timed steps (after one warm-up); the report gives the median.")
-@click.option("--rtol", type=float, default=1e-4, show_default=True, help="Relative tolerance of the output check.")
-@click.option("--atol", type=float, default=1e-5, show_default=True, help="Absolute tolerance of the output check.")
+@click.option("--rtol", type=click.FloatRange(0), default=1e-4, show_default=True, help="Relative tolerance of the output check.")
+@click.option("--atol", type=click.FloatRange(0), default=1e-5, show_default=True, help="Absolute tolerance of the output check.")
 @click.option("--noise-factor", type=click.FloatRange(0), default=None, metavar="C",
               help="TensorFlow: a tensor not within --rtol/--atol still matches when its deviation is at most C times "
                    "the spread of a perturbed single-device run (float reassociation; docs/running.md). "
@@ -209,6 +209,8 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
       pardnn run model_dir p.json --cluster-spec cluster.json --write placed_model/
       pardnn run model.onnx p.json --dim seq=16 --batch-size 2 --profile 5 --json
     """
+    if local_cluster and cluster_spec:
+        raise click.UsageError("give either --local-cluster or --cluster-spec, not both")
     kind = fmt or detect_format(model)
     if kind not in RUNNABLE:
         runnable = ", ".join(sorted(set(RUNNABLE)))

@@ -93,6 +93,34 @@ def test_a_keras_file_is_detected_and_its_step_is_what_fit_runs(files):
     assert y.dtype == np.int32 and y.shape == (BATCH,) and 0 <= y.min() and y.max() < 10
 
 
+def test_a_legacy_h5_file_gives_the_same_step_as_the_keras_file(files, tmp_path):
+    """Found by a new user's trial: a legacy ``.h5`` file's optimizer comes back built for no variables,
+    and every ``.h5`` import ended in an internal error. Saved before and after a step of training, it now
+    gives the step the ``.keras`` file gives: the same ops, variables of the same shapes."""
+    import warnings
+    from collections import Counter
+
+    def ops(tfm):
+        return Counter(n.op for n in tfm.graph_def.node)
+
+    want = read_keras_file(files / "mlp.keras", batch_size=BATCH)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # Keras calls .h5 legacy
+        fresh = _mlp()
+        fresh.save(tmp_path / "fresh.h5")
+        trained = _mlp()
+        x, y = synthetic_batch(trained, trained.loss, BATCH, where="t")
+        trained.train_on_batch(x, y)
+        trained.save(tmp_path / "trained.h5")
+    for name in ("fresh.h5", "trained.h5"):
+        got = read_keras_file(tmp_path / name, batch_size=BATCH)
+        assert ops(got) == ops(want), name
+        shapes = [sorted(np.shape(v) for v in t.variable_values().values()) for t in (got, want)]
+        assert shapes[0] == shapes[1], name    # (names differ: Keras numbers optimizers per process)
+    r = _pardnn("info", tmp_path / "trained.h5", "--batch-size", BATCH)
+    assert r.returncode == 0 and "optimizer" in r.stdout, r.stderr
+
+
 @pytest.fixture(scope="module")
 def fit_loss(files):
     """Keras's own training step (``train_on_batch``) on the batch pardnn makes, from the saved weights."""
@@ -174,7 +202,7 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
 @pytest.mark.parametrize("case, expect", [
     ("uncompiled", "saved without an optimizer and a loss"),
     ("no batch", "has no fixed batch size; give --batch-size"),
-    ("not keras", "not a loadable Keras model"),
+    ("not keras", "not a loadable Keras model (a .keras file is a zip archive; this is not one)"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     if case == "uncompiled":

@@ -215,6 +215,20 @@ def test_cli_partition_then_run_json(models, tmp_path):
     assert r.exit_code == 0 and "outputs match        yes" in r.stdout
 
 
+def test_simulate_takes_a_model_with_the_input_flags(models, tmp_path):
+    """Found by a new user's trial: simulate read only pardnn graphs' flags, so an ONNX or Keras model's
+    error asked for --batch-size, which simulate then refused. It takes partition's input flags now."""
+    out = tmp_path / "p.json"
+    flags = ["--dim", "seq=8", "--batch-size", 2]
+    assert run("partition", models["gpt"], "--devices", 2, "-o", out, *flags).exit_code == 0
+    r = run("simulate", models["gpt"], out, *flags, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["makespan_us"] == pytest.approx(json.loads(out.read_text())["predicted"]["makespan_us"],
+                                                                abs=1e-3)
+    r = run("simulate", models["gpt"], out)
+    assert r.exit_code == EXIT_INPUT and "--batch-size" in r.output
+
+
 def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):
     out = tmp_path / "p.json"
     assert run("partition", models["mlp"], "--devices", 2, "--batch-size", 2, "--method", "m-topo",

@@ -192,6 +192,62 @@ def test_unknown_method_is_a_usage_error(small_graph):
     assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["info", "g.json", "--device-profile", "h200"], "Invalid value for '--device-profile': 'h200' is not one of"),
+    (["info", "g.json", "--dim", "batch=0"], "Invalid value for --dim: a dimension must be at least 1"),
+    (["run", "g.json", "p.json", "--rtol", "-1"], "Invalid value for '--rtol': -1.0 is not in the range x>=0"),
+    (["run", "g.json", "p.json", "--atol", "-1"], "Invalid value for '--atol'"),
+    (["run", "g.json", "p.json", "--local-cluster", "2", "--cluster-spec", "c.json"],
+     "give either --local-cluster or --cluster-spec, not both"),
+    (["partition", "g.json", "-k", "2", "-o", "same.json", "--report", "same.json"],
+     "same.json is given for two outputs"),
+    (["import", "g.json", "-o", "g.onnx"], "a pardnn.graph is JSON: name it .json or .json.gz, got 'g.onnx'"),
+])
+def test_flag_problems_found_by_a_new_user_are_usage_errors(small_graph, args, message):
+    """Found by a new user's trial: these were exit 3 (bad input), or a late error after TensorFlow had
+    traced the model, or (negative tolerances) a run reported as matching. Now: exit 2 at once, nothing
+    written."""
+    if "--report" in args:
+        pytest.importorskip("matplotlib")
+    before = snapshot(small_graph)
+    r = pardnn(*args, cwd=small_graph)
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert message in r.stderr and "Usage:" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert snapshot(small_graph) == before
+
+
+def test_outputs_that_are_not_regular_files_are_written_through(small_graph):
+    """Found by a new user's trial: ``-o /dev/null`` (as root) replaced the device node with a regular
+    file, as it did a FIFO or a symbolic link. Here: a FIFO with a reader, and a link to a file."""
+    import threading
+
+    fifo = small_graph / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "fifo", cwd=small_graph)
+    reader.join(30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(got[0])["format"] == "pardnn.placement" and fifo.is_fifo()
+    (small_graph / "real.json").write_text("{}")
+    (small_graph / "link.json").symlink_to("real.json")
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "link.json", cwd=small_graph)
+    assert r.returncode == 0, r.stderr
+    assert (small_graph / "link.json").is_symlink()
+    assert json.loads((small_graph / "real.json").read_text())["format"] == "pardnn.placement"
+    # /dev/stdout with stdout a file: the placement lands where stdout is, beside the command's own lines
+    if Path("/dev/stdout").exists():
+        with open(small_graph / "out.txt", "w") as fh:
+            r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "partition", "g.json",
+                                "-k", "2", "-o", "/dev/stdout"], cwd=small_graph, stdout=fh, stderr=subprocess.PIPE,
+                               text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        text = (small_graph / "out.txt").read_text()
+        first, rest = text.split("\n", 1)
+        assert json.loads(first)["format"] == "pardnn.placement" and "wrote /dev/stdout" in rest
+
+
 @pytest.mark.parametrize("value, message", [(",", "',' names no method"), (" , ", "' , ' names no method"),
                                             ("pardnn,nope", "unknown method(s) nope")])
 def test_bench_methods_that_name_no_known_method_are_a_usage_error(tmp_path, value, message):
