@@ -17,6 +17,7 @@ the temporary file.
 from __future__ import annotations
 
 import contextvars
+import fcntl
 import gc
 import gzip
 import json
@@ -105,26 +106,72 @@ class _Staged:
     """``(data, target)`` for targets that are not regular files (`is_stream`), written after the renames."""
 
 
-_FD_LINK = re.compile(r"^/(?:proc/(?:self|\d+)|dev)/fd/(\d+)$")
+_FD_LINK = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)|dev)/fd/(\d+)$")
 
 
-def _own_fd(path: Path) -> int | None:
-    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/1``,
-    ``/proc/self/fd/1``, or a link to one of them), else None."""
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open_descriptors() -> dict[int, tuple[int, int]]:
+    """This process's open descriptors with what each refers to (device, inode)."""
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3))
+    out = {}
+    for fd in fds:
+        ident = _identity(fd)
+        if ident is not None:
+            out[fd] = ident
+    return out
+
+
+_GIVEN = _open_descriptors()
+"""The descriptors open when pardnn was loaded (those a shell gave, as ``1>``, ``3>``), with what each
+referred to: ``-o /dev/fd/N`` may name only one of these, still referring to the same file."""
+_MOVED: dict[int, int] = {}
+"""Descriptor N's original, where the program pointed N elsewhere and kept the original as a duplicate
+(`moved_descriptor`)."""
+
+
+def moved_descriptor(fd: int, keep: int) -> None:
+    """Record that descriptor ``fd``'s original now lives on as ``keep`` (the CLI quiets native logging by
+    pointing descriptor 2 at a discarded file): ``-o /dev/stderr`` then writes to ``keep``."""
+    _MOVED[fd] = keep
+
+
+def _fd_alias(path: Path) -> int | None:
+    """N when ``path`` is ``/dev/fd/N``, ``/proc/self/fd/N`` (or of this process's id, or thread-self), or a
+    link to one (``/dev/stdout``); else None."""
     q = os.path.abspath(path)
     for _ in range(40):
         m = _FD_LINK.match(q)
-        if m and (q.startswith(("/dev/", "/proc/self/")) or q.split("/")[2] == str(os.getpid())):
-            fd = int(m.group(1))
-            try:
-                os.fstat(fd)
-            except OSError:
-                return None
-            return fd
+        if m and (q.startswith(("/dev/", "/proc/self/", "/proc/thread-self/"))
+                  or q.split("/")[2] == str(os.getpid())):
+            return int(m.group(1))
         if not os.path.islink(q):
             return None
         q = os.path.normpath(os.path.join(os.path.dirname(q), os.readlink(q)))
     return None
+
+
+def _own_fd(path: Path) -> int | None:
+    """The descriptor to write for ``path`` when it names one of this process's (``/dev/stdout``), else
+    None. Only a descriptor the process was given and that still refers to the same file qualifies: a
+    number that was closed (``1>&-``) may since hold a file pardnn opened for itself."""
+    n = _fd_alias(path)
+    if n is None:
+        return None
+    fd = _MOVED.get(n, n)
+    closed = (n == 1 and sys.__stdout__ is None) or (n == 2 and sys.__stderr__ is None)
+    if closed or n not in _GIVEN or _identity(fd) != _GIVEN[n]:
+        raise OutputError(f"{path}: cannot write: descriptor {n} was not open when pardnn started")
+    return fd
 
 
 def is_stream(path: Path) -> bool:
@@ -141,27 +188,57 @@ def is_stream(path: Path) -> bool:
 
 
 def _real(path: Path) -> Path:
-    """The file a rename must replace: the end of ``path``'s links (the links themselves are kept)."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    """The file a rename must replace: the end of ``path``'s links (the links themselves are kept). A loop
+    of links is an error, as for the shell; a dangling link names the file to make."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {exc.strerror or type(exc).__name__}") from None
+    except RuntimeError:        # Python 3.11-3.12 report a loop so
+        raise OutputError(f"{path}: cannot write: Too many levels of symbolic links") from None
 
 
-def _write_through(target: Path, data: bytes) -> None:
+def _open_through(target: Path):
+    """``target`` opened for writing through: ``(descriptor, file or None)``. A FIFO's open waits for a
+    reader, so in a transaction every stream is opened before the first rename."""
     fd = _own_fd(target)
-    if fd is None:
-        with open(target, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-        return
-    # one of our own descriptors (-o /dev/stdout): written at its place in what the command prints, not by
-    # opening the path again (which would start a file that stdout is redirected to over from its beginning)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    if fd is not None:
+        return fd, None
+    fh = open(target, "wb")     # noqa: SIM115 - closed by _write_opened
+    return fh.fileno(), fh
+
+
+def _write_opened(handle, data: bytes) -> None:
+    fd, fh = handle
+    try:
+        # our own descriptor (-o /dev/stdout) is written at its place in what the command prints, after
+        # what Python has buffered, not by opening the path again (which would start a file that stdout is
+        # redirected to over from its beginning)
+        if fh is None:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (AttributeError, OSError, ValueError):
+                    pass
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def _close_opened(handles) -> None:
+    for _, fh in handles:
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:
+                pass
 
 
 _STAGED: contextvars.ContextVar[_Staged | None] = contextvars.ContextVar("pardnn_staged_outputs", default=None)
@@ -197,7 +274,14 @@ def _commit(staged: _Staged) -> None:
     every target back as it was and remove what was staged."""
     done: list[tuple[Path, str | None]] = []     # (target, its previous content's backup or None)
     i = 0
+    opened: list = []
     try:
+        check_interrupt()
+        for data, target in staged.streams:     # opened first: a FIFO waits here for its reader, before any rename
+            try:
+                opened.append(_open_through(target))
+            except OSError as exc:
+                raise _StreamFailure(target, exc) from None
         check_interrupt()
         for i, (tmp, target) in enumerate(staged.files):
             spare = backup = None       # the backup's file, and once the old content is in it, the backup
@@ -222,12 +306,14 @@ def _commit(staged: _Staged) -> None:
                 raise
         i = len(staged.files)
         check_interrupt()
-        for data, target in staged.streams:     # cannot be undone: after every rename that can
+        while opened:       # cannot be undone: after every rename that can
+            data, target = staged.streams[len(staged.streams) - len(opened)]
             try:
-                _write_through(target, data)
+                _write_opened(opened.pop(0), data)
             except OSError as exc:
                 raise _StreamFailure(target, exc) from None
     except BaseException as exc:
+        _close_opened(opened)
         for earlier, old in reversed(done):
             if old is None:
                 earlier.unlink(missing_ok=True)
@@ -327,19 +413,36 @@ def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False)
         if target.is_dir() and not directory_ok:
             raise OutputError(f"{target}: cannot write: is a directory, expected a file name")
         if is_stream(target):       # /dev/null, a FIFO: written through, so it must take writes itself
-            if not os.access(target, os.W_OK):
-                raise OutputError(f"{target}: cannot write: Permission denied")
+            _check_stream(target)
             continue
-        target = _real(target)      # a link: the file it points to is replaced, beside that file
+        shown, target = target, _real(target)   # a link: the file it points to is replaced, beside that file
         base = _nearest_existing(target.parent)
         if base is None or not base.is_dir():
-            raise OutputError(f"{target}: cannot write: {base or target.parent} is not a directory")
+            raise OutputError(f"{shown}: cannot write: {base or target.parent} is not a directory")
         try:
             fd, probe = tempfile.mkstemp(prefix=".pardnn-probe.", dir=base)
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
-            raise OutputError(f"{target}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
+            raise OutputError(f"{shown}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
+
+
+def _check_stream(path: Path) -> None:
+    """An output written through must take writes: one of our descriptors open for writing, or a device or
+    FIFO we may write (a socket cannot be opened as a file)."""
+    fd = _own_fd(path)
+    if fd is not None:
+        try:
+            mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write: {exc.strerror or type(exc).__name__}") from None
+        if mode not in (os.O_WRONLY, os.O_RDWR):
+            raise OutputError(f"{path}: cannot write: descriptor {_fd_alias(path)} is open for reading only")
+        return
+    if stat.S_ISSOCK(os.stat(path).st_mode):
+        raise OutputError(f"{path}: cannot write: is a socket")
+    if not os.access(path, os.W_OK):
+        raise OutputError(f"{path}: cannot write: Permission denied")
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
@@ -363,7 +466,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             staged.streams.append((data, p))
             return p
         try:
-            _write_through(p, data)
+            _write_opened(_open_through(p), data)
         except OSError as exc:
             raise _failure(p, exc) from None
         return p
@@ -419,8 +522,11 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = None) 
 
 
 def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | None) -> None:
-    """Raise if ``output`` names the same file as one of ``inputs``."""
+    """Raise if ``output`` names the same file as one of ``inputs`` (an output written through, such as
+    ``/dev/stdout`` on the terminal that is also stdin, overwrites no file)."""
     out = Path(output)
+    if is_stream(out):
+        return
     for inp in inputs:
         if inp is None:
             continue
@@ -429,5 +535,5 @@ def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | Non
             same = out.exists() and q.exists() and os.path.samefile(out, q)
         except OSError:
             same = False
-        if same or out.resolve() == q.resolve():
+        if same or os.path.realpath(out) == os.path.realpath(q):    # (realpath: a loop of links is no error)
             raise InputError(f"{out}: refusing to overwrite the input file {q}; choose another output path")

@@ -145,3 +145,51 @@ def test_an_output_that_is_a_symlink_keeps_the_link(tmp_path):
     dangling.symlink_to(tmp_path / "d" / "made.json")
     atomic_write(dangling, "x")
     assert dangling.is_symlink() and (tmp_path / "d" / "made.json").read_text() == "x"
+
+
+def test_a_fifo_is_opened_before_any_output_lands(tmp_path):
+    """Found by a review: the commit renamed the regular outputs and then waited for the FIFO's reader, so
+    a kill while it waited left them new. The FIFO is opened first now: until a reader comes, nothing has
+    changed."""
+    import os
+    import threading
+    import time
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    (tmp_path / "x.json").write_text("old")
+    seen = []
+
+    def late_reader():
+        time.sleep(0.5)
+        seen.append((tmp_path / "x.json").read_text())     # the writer waits in open() meanwhile
+        seen.append(fifo.read_bytes())
+
+    t = threading.Thread(target=late_reader, daemon=True)
+    t.start()
+    with output_transaction():
+        atomic_write(tmp_path / "x.json", "new")
+        atomic_write(fifo, "data")
+    t.join(10)
+    assert seen == ["old", b"data"] and (tmp_path / "x.json").read_text() == "new"
+
+
+def test_a_loop_of_links_and_a_socket_are_output_errors(tmp_path):
+    import os
+    import socket
+
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    for call in (lambda: check_writable(tmp_path / "a"), lambda: atomic_write(tmp_path / "a", "x")):
+        with pytest.raises(OutputError, match="a: cannot write: Too many levels of symbolic links"):
+            call()
+    assert (tmp_path / "a").is_symlink() and (tmp_path / "b").is_symlink()
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / "s"))
+        with pytest.raises(OutputError, match="s: cannot write: is a socket"):
+            check_writable(tmp_path / "s")
+    finally:
+        sock.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "s"]
+    assert not os.path.isfile(tmp_path / "s")

@@ -26,6 +26,7 @@ from .. import __version__
 from ..errors import (EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MEMORY,
                       EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, OutOfMemory, PardnnError, check_interrupt, interrupted,
                       watching_interrupts)
+from ..fileio import moved_descriptor
 from ..progress import Progress, stages_at_memory_error
 
 EXIT_CODES_HELP = f"""\b
@@ -137,6 +138,7 @@ def _quiet_native_logs(verbose: int) -> None:
     sink = tempfile.TemporaryFile(prefix="pardnn-native-log.")
     os.dup2(sink.fileno(), 2)
     sink.close()
+    moved_descriptor(2, keep)       # -o /dev/stderr writes where stderr really goes
     sys.stderr = open(keep, "w", buffering=1, encoding=sys.stderr.encoding or "utf-8",  # noqa: SIM115
                       errors="backslashreplace", closefd=True)
 

@@ -8,6 +8,7 @@ report is asked for.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import click
 
 from ..cluster import Cluster, Device, load_cluster
 from ..errors import check_interrupt
-from ..fileio import check_writable, refuse_overwrite
+from ..fileio import check_writable, is_stream, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
 from ..frontends.roofline import DEVICE_PROFILES
 from ..ir import OpGraph
@@ -28,12 +29,12 @@ def note_input(ctx: click.Context, g: OpGraph) -> None:
 
 
 def distinct_outputs(*paths: str | None) -> None:
-    """Two outputs of one command may not name the same file."""
-    seen: dict[Path, str] = {}
+    """Two outputs of one command may not name the same file (a device such as /dev/null may take several)."""
+    seen: dict[str, str] = {}
     for p in paths:
-        if not p:
+        if not p or is_stream(Path(p)):
             continue
-        key = Path(p).resolve()
+        key = os.path.realpath(p)       # (a loop of links is no error here: writing it is)
         if key in seen:
             raise click.UsageError(f"{p} is given for two outputs; choose a different path for each")
         seen[key] = p

@@ -248,6 +248,29 @@ def test_outputs_that_are_not_regular_files_are_written_through(small_graph):
         assert json.loads(first)["format"] == "pardnn.placement" and "wrote /dev/stdout" in rest
 
 
+
+def test_descriptor_outputs_go_where_the_descriptor_went(small_graph):
+    """Found by a review: ``-o /dev/stderr`` went to the discarded file that keeps TensorFlow's native logs
+    off stderr; ``-o /dev/stdout`` with stdout closed, or ``/dev/fd/3`` never given, wrote into whatever
+    file pardnn had opened under that number. Now stderr is stderr, and a descriptor not given is exit 7."""
+    base = [sys.executable, "-c", "from pardnn.cli import main; main()", "-q", "partition", "g.json", "-k", "2"]
+    with open(small_graph / "err.txt", "w") as err:
+        r = subprocess.run(base + ["-o", "/dev/stderr"], cwd=small_graph, stdout=subprocess.PIPE, stderr=err,
+                           text=True, timeout=300)
+    assert r.returncode == 0
+    assert json.loads((small_graph / "err.txt").read_text().splitlines()[0])["format"] == "pardnn.placement"
+    r = subprocess.run(base + ["-o", "/dev/stdout"], cwd=small_graph, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=300, preexec_fn=lambda: os.close(1))
+    assert_one_line_error(r, EXIT_OUTPUT, "/dev/stdout: cannot write: descriptor 1 was not open when pardnn started")
+    r = subprocess.run(base + ["-o", "/dev/fd/3"], cwd=small_graph, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(r, EXIT_OUTPUT, "/dev/fd/3: cannot write: descriptor 3 was not open")
+    with open(small_graph / "three.txt", "w") as three:
+        r = subprocess.run(base + ["-o", f"/dev/fd/{three.fileno()}"], cwd=small_graph, capture_output=True,
+                           text=True, timeout=300, pass_fds=(three.fileno(),))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((small_graph / "three.txt").read_text())["format"] == "pardnn.placement"
+
+
 @pytest.mark.parametrize("value, message", [(",", "',' names no method"), (" , ", "' , ' names no method"),
                                             ("pardnn,nope", "unknown method(s) nope")])
 def test_bench_methods_that_name_no_known_method_are_a_usage_error(tmp_path, value, message):
