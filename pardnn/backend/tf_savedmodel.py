@@ -67,7 +67,7 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     """Write the placed step and its variables as a SavedModel (see the module docstring), atomically."""
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
+        raise OutputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
     graph, init_ops, init_feeds, inputs, outputs, saver = _graph_with_saver(model, placed_gd, values)
     cpus = max(devices_needed([n.device for n in placed_gd.node if n.device], "cpu").values(), default=1)
     # Soft placement only here: writing needs the variables, not the devices (a GPU placement is

@@ -16,11 +16,12 @@ import importlib.util
 import json
 import os
 import sys
+from pathlib import Path
 
 import click
 
 from ..backend.common import default_cluster
-from ..errors import InputError, MissingDependencyError, RuntimeFailure, check_interrupt
+from ..errors import InputError, MissingDependencyError, OutputError, RuntimeFailure, check_interrupt
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
@@ -229,6 +230,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     if write_path:
         refuse_overwrite(write_path, model, placement)
         check_writable(write_path, directory_ok=True)
+        _check_new_directory(write_path)
     if trace_path:
         refuse_overwrite(trace_path, model, placement, cluster_path)
         check_writable(trace_path)
@@ -345,6 +347,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
         raise InputError(f"{model}: pardnn rewrite writes TensorFlow models; this is a {kind} input")
     refuse_overwrite(output, model, placement)
     check_writable(output, directory_ok=True)
+    _check_new_directory(output)
     if tasks and cluster_spec:
         raise click.UsageError("--tasks and --cluster-spec cannot be combined")
     _check_batch_size(placement, batch_size, "rewrite")
@@ -364,6 +367,15 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
                f"({summary['host_ops']} host ops, {summary['regrouped']} moved to keep groups whole)")
     for d, n in summary["ops_per_device"].items():
         click.echo(f"  {d}  {n}")
+
+
+def _check_new_directory(output: str) -> None:
+    """A SavedModel (any name but .pb or .pbtxt) goes into a new or empty directory: fail before the work."""
+    out = Path(output)
+    if out.name.lower().endswith((".pb", ".pbtxt")):
+        return
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OutputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
 
 
 @click.command(name="serve")

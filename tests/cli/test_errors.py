@@ -249,6 +249,20 @@ def test_outputs_that_are_not_regular_files_are_written_through(small_graph):
 
 
 
+@pytest.mark.parametrize("args", [["rewrite", "m.keras", "p.json", "-o", "placed"],
+                                  ["run", "m.keras", "p.json", "--write", "placed"]])
+def test_a_savedmodel_output_onto_a_full_directory_is_an_output_error_before_any_work(tmp_path, args):
+    """Found by a new user's trial: exit 3 (bad input), after the model was built. Now exit 7 at once."""
+    (tmp_path / "m.keras").write_bytes(b"never read")
+    (tmp_path / "p.json").write_text("{}")
+    (tmp_path / "placed").mkdir()
+    (tmp_path / "placed" / "keep.txt").write_text("mine")
+    before = snapshot(tmp_path)
+    r = pardnn(*args, cwd=tmp_path)
+    assert_one_line_error(r, EXIT_OUTPUT, "placed: already exists; choose a new directory")
+    assert snapshot(tmp_path) == before
+
+
 def test_descriptor_outputs_go_where_the_descriptor_went(small_graph):
     """Found by a review: ``-o /dev/stderr`` went to the discarded file that keeps TensorFlow's native logs
     off stderr; ``-o /dev/stdout`` with stdout closed, or ``/dev/fd/3`` never given, wrote into whatever
