@@ -9,8 +9,8 @@ An output that already exists and is not a regular file (``/dev/null``,
 ``/dev/stdout``, a FIFO) is written through, never replaced, after every
 regular output has landed; an output that is a symbolic link has the file it
 points to replaced, the link kept. `check_writable` fails early, before the
-work, when an output's place cannot take a file; `refuse_overwrite` guards a user's input from being clobbered by
-an output path. A write that fails is an `OutputError` naming the output, never
+work, when an output's place cannot take a file; `refuse_overwrite` guards a
+user's input from being clobbered by an output path. A write that fails is an `OutputError` naming the output, never
 the temporary file.
 """
 
@@ -306,14 +306,13 @@ def _commit(staged: _Staged) -> None:
                 raise
         i = len(staged.files)
         check_interrupt()
-        while opened:       # cannot be undone: after every rename that can
-            data, target = staged.streams[len(staged.streams) - len(opened)]
+        for handle, (data, target) in zip(opened, staged.streams):     # cannot be undone: after every rename
             try:
-                _write_opened(opened.pop(0), data)
+                _write_opened(handle, data)
             except OSError as exc:
                 raise _StreamFailure(target, exc) from None
     except BaseException as exc:
-        _close_opened(opened)
+        _close_opened(opened)       # (closing one `_write_opened` closed is harmless)
         for earlier, old in reversed(done):
             if old is None:
                 earlier.unlink(missing_ok=True)
@@ -425,6 +424,13 @@ def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False)
             os.unlink(probe)
         except OSError as exc:
             raise OutputError(f"{shown}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
+
+
+def check_new_directory(path: str | os.PathLike) -> None:
+    """A directory output (a SavedModel) must be new or empty: fail now, before any work."""
+    out = Path(path)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OutputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
 
 
 def _check_stream(path: Path) -> None:

@@ -33,7 +33,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import InputError, OutputError, RuntimeFailure, check_interrupt
-from ..fileio import parents_made
+from ..fileio import check_new_directory, parents_made
 from ..frontends.tensorflow._tf import tf
 from ..frontends.tensorflow.model import TFModel, split_tensor_name
 from .tf_devices import devices_needed
@@ -66,8 +66,7 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
                             ) -> Path:
     """Write the placed step and its variables as a SavedModel (see the module docstring), atomically."""
     out = Path(out_dir)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise OutputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
+    check_new_directory(out)
     graph, init_ops, init_feeds, inputs, outputs, saver = _graph_with_saver(model, placed_gd, values)
     cpus = max(devices_needed([n.device for n in placed_gd.node if n.device], "cpu").values(), default=1)
     # Soft placement only here: writing needs the variables, not the devices (a GPU placement is

@@ -16,13 +16,12 @@ import importlib.util
 import json
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from ..backend.common import default_cluster
-from ..errors import InputError, MissingDependencyError, OutputError, RuntimeFailure, check_interrupt
-from ..fileio import check_writable, refuse_overwrite, write_json
+from ..errors import InputError, MissingDependencyError, RuntimeFailure, check_interrupt
+from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
 from .options import (build_cluster, cluster_options, distinct_outputs, frontend_options, make_frontend_options,
@@ -146,8 +145,10 @@ def _criterion_line(r) -> str:
 @frontend_options
 @click.option("--steps", type=click.IntRange(1), default=5, show_default=True,
               help="Timed steps (after one warm-up); the report gives the median.")
-@click.option("--rtol", type=click.FloatRange(0), default=1e-4, show_default=True, help="Relative tolerance of the output check.")
-@click.option("--atol", type=click.FloatRange(0), default=1e-5, show_default=True, help="Absolute tolerance of the output check.")
+@click.option("--rtol", type=click.FloatRange(0), default=1e-4, show_default=True,
+              help="Relative tolerance of the output check.")
+@click.option("--atol", type=click.FloatRange(0), default=1e-5, show_default=True,
+              help="Absolute tolerance of the output check.")
 @click.option("--noise-factor", type=click.FloatRange(0), default=None, metavar="C",
               help="TensorFlow: a tensor not within --rtol/--atol still matches when its deviation is at most C times "
                    "the spread of a perturbed single-device run (float reassociation; docs/running.md). "
@@ -371,11 +372,8 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
 
 def _check_new_directory(output: str) -> None:
     """A SavedModel (any name but .pb or .pbtxt) goes into a new or empty directory: fail before the work."""
-    out = Path(output)
-    if out.name.lower().endswith((".pb", ".pbtxt")):
-        return
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise OutputError(f"{out}: already exists; choose a new directory for the placed SavedModel")
+    if not output.lower().endswith((".pb", ".pbtxt")):
+        check_new_directory(output)
 
 
 @click.command(name="serve")

@@ -13,7 +13,6 @@ as an evaluation, so the result is the same with or without.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,16 +22,9 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from .._jit import HAVE_NUMBA
 from .kernel import assignment_key, first_shorter, first_shorter_strands, new_memo, run_kernel
-from .schedule import Schedule, simulate
+from .schedule import Schedule, digest, simulate
 
 __all__ = ["Evaluator", "digest", "new_memo"]
-
-
-def digest(dev: np.ndarray, num_devices: int) -> bytes:
-    """A 128-bit digest of an assignment onto ``num_devices`` devices (one byte per op up to 256 of them, so
-    that hashing costs little next to a simulation; any integer dtype gives the same key)."""
-    small = np.uint8 if num_devices <= 256 else np.int64
-    return hashlib.blake2b(np.ascontiguousarray(dev, dtype=small).data, digest_size=16).digest()
 
 
 @dataclass(eq=False)

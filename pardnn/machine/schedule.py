@@ -416,6 +416,13 @@ _RECENT = "_sim_recent"
 _RECENT_LOCK = threading.Lock()
 
 
+def digest(dev: np.ndarray, num_devices: int) -> bytes:
+    """A 128-bit digest of an assignment onto ``num_devices`` devices (one byte per op up to 256 of them, so
+    that hashing costs little next to a simulation; any integer dtype gives the same key)."""
+    small = np.uint8 if num_devices <= 256 else np.int64
+    return hashlib.blake2b(np.ascontiguousarray(dev, dtype=small).data, digest_size=16).digest()
+
+
 def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
              memory: bool = True) -> Schedule:
     """Simulate one step of ``g`` placed by ``placement`` on ``cluster`` (SPEC §1).
@@ -429,9 +436,7 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     same read-only ones) without simulating.
     """
     dev = _as_assignment(g, cluster, placement)
-    # one hash of the assignment, then the whole array compared only where the hash matches
-    small = dev.astype(np.uint8) if cluster.num_devices <= 256 else np.ascontiguousarray(dev)
-    key = hashlib.blake2b(small.data, digest_size=16).digest()
+    key = digest(dev, cluster.num_devices)      # then whole arrays compared only where the digests match
     with _RECENT_LOCK:      # refinement's searches simulate on several threads at once
         recent = g.__dict__.get(_RECENT)
         if recent is None:
