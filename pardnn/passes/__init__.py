@@ -43,7 +43,8 @@ PASSES: dict[str, PassEntry] = {
     "seed": PassEntry("seed:Seed", summary="list-scheduling plans next to the incoming one, the best kept"),
     "refine": PassEntry("refine:Refine", summary="refinement on the simulated critical chain"),
     "memory": PassEntry("memory:FitMemory", summary="move units off devices over their memory"),
-    "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "floor_share": 0.4},
+    "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "floor_share": 0.4,
+                                              "first_share": 0.5},
                             summary="refine within memory, after a pass that changed the plan"),
     "best": PassEntry("keep_best:KeepBest", summary="never worse than any recorded start"),
 }

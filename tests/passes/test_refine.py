@@ -699,3 +699,36 @@ def test_the_coarse_descent_runs_by_default_on_large_graphs_in_step_1_only(monke
     for bad in ("maybe", 1):
         with pytest.raises(ValueError, match="fuse"):
             Refine(fuse=bad)
+
+
+def test_successive_halving_splits_a_quarter_among_the_starts_unless_the_plan_overflows():
+    """Step 1's searches from several starts share ``first_share`` (0.25) of the budget, the best of them gets
+    the rest; half is shared when the plan breaks a memory limit (step 2 rewrites it) and in ``refine-mem``."""
+    from pathlib import Path
+
+    from pardnn.ir import load_graph
+    from pardnn.machine import single_device_peak
+    from pardnn.pipeline import parse_pipeline
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "tf_transformer_4l.json.gz")
+    loose = Cluster.homogeneous(4)
+    state, _ = parse_pipeline("slice,map").run(g, loose, PlanState())
+    starts = [np.roll(state.assignment, i) % 4 for i in (1, 2, 3)]
+    state = state.replace(alternatives=tuple(starts))
+    figures = Refine(max_evals=400, threads=1)(g, loose, state).stats["refine"]
+    assert figures["starts"] == 4 and figures["start_share"] == 400 // 4 // 4
+    assert figures["evaluations"] <= 400
+    assert Refine(max_evals=400, threads=1, first_share=0.5)(g, loose, state).stats["refine"]["start_share"] == 50
+    tight = Cluster.homogeneous(4, memory_bytes=single_device_peak(g) // 8)
+    assert not simulate(g, tight, state.assignment).feasible
+    assert Refine(max_evals=400, threads=1)(g, tight, state).stats["refine"]["start_share"] == 50
+    assert parse_pipeline("refine-mem").passes[0].first_share == 0.5
+    assert str(parse_pipeline("refine{first_share=0.25}")) == "refine"
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.1", "true", "many"])
+def test_first_share_out_of_range_is_refused(value):
+    from pardnn.pipeline import parse_pipeline
+
+    with pytest.raises(ValueError, match="first_share"):
+        parse_pipeline(f"refine{{first_share={value}}}")
