@@ -520,7 +520,7 @@ def _one_move_at_a_time(self, g, cluster, cm, mover, ev, cur, s, budget, check_m
             moves = unit_moves(g, cluster, cm, cur, mover)
         gained = False
         misses = 0
-        patience = self.patience if stage == 0 else None
+        patience = self.patience if stage == 0 else self.wide_patience if stage == 1 else None
         for m in moves:
             if ev.evaluations >= budget or (patience is not None and misses >= patience):
                 break
@@ -591,12 +591,13 @@ def test_the_descent_is_the_one_move_at_a_time_descent_over_a_fixed_sweep(monkey
         respect = ("auto", True, True, False)[case % 4]
         evals = int(rng.choice([7, 25, 60, 400]))
         patience = int(rng.choice([1, 3, 24]))
+        wide = (None, 1, 6)[int(rng.integers(0, 3))]
         chunk = int(rng.choice([2, 64]))
         monkeypatch.setattr(refine_mod, "MOVE_CHUNK", chunk)
-        new = Refine(max_evals=evals, respect_memory=respect, patience=patience)(g, cl, state)
+        new = Refine(max_evals=evals, respect_memory=respect, patience=patience, wide_patience=wide)(g, cl, state)
         with monkeypatch.context() as mp:
             mp.setattr(Refine, "_descend", _one_move_at_a_time)
-            old = Refine(max_evals=evals, respect_memory=respect, patience=patience)(g, cl, state)
+            old = Refine(max_evals=evals, respect_memory=respect, patience=patience, wide_patience=wide)(g, cl, state)
         if "refine" not in old.stats:
             continue
         assert np.array_equal(new.assignment, old.assignment), (case, respect, evals, patience, chunk)
@@ -732,3 +733,49 @@ def test_first_share_out_of_range_is_refused(value):
 
     with pytest.raises(ValueError, match="first_share"):
         parse_pipeline(f"refine{{first_share={value}}}")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "true"])
+def test_wide_patience_must_be_a_positive_whole_number(value):
+    from pardnn.pipeline import parse_pipeline
+
+    with pytest.raises(ValueError, match="wide_patience"):
+        parse_pipeline(f"refine{{wide_patience={value}}}")
+
+
+def test_a_wide_round_ends_after_wide_patience_misses(monkeypatch):
+    """A round of the second neighbourhood (the whole chain, every target) tries at most ``wide_patience``
+    rejected moves in a row before the search proposes again; with none it may walk the whole list."""
+    from pathlib import Path
+
+    from pardnn.ir import load_graph
+    from pardnn.passes import refine as R
+    from pardnn.pipeline import parse_pipeline
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs" / "pardnn_vgg16.json.gz")
+    cl = Cluster.homogeneous(2)
+    state, _ = parse_pipeline("slice,map").run(g, cl, PlanState())
+    state = state.replace(alternatives=())      # one search, from the mapped plan
+    real_propose, real_first = R.propose, R.Evaluator.first_shorter
+    events = []
+
+    def propose(*a, **k):
+        events.append(("wide" if k.get("every_target") else "chain", None))
+        return real_propose(*a, **k)
+
+    def first_shorter(self, dev, moves, first, limit, cur_ms, *a, **k):
+        out = real_first(self, dev, moves, first, limit, cur_ms, *a, **k)
+        events.append(("try", (limit, out[0])))
+        return out
+
+    monkeypatch.setattr(R, "propose", propose)
+    monkeypatch.setattr(R.Evaluator, "first_shorter", first_shorter)
+    firsts = {}
+    for wide in (2, None):
+        events.clear()
+        Refine(max_evals=2000, threads=1, kicks=False, fuse=False, wide_patience=wide)(g, cl, state)
+        # the limit of the first try of each wide round
+        firsts[wide] = [events[j + 1][1][0] for j, (kind, _) in enumerate(events[:-1])
+                        if kind == "wide" and events[j + 1][0] == "try"]
+    assert firsts[2] and max(firsts[2]) <= 2
+    assert firsts[None] and max(firsts[None]) > 2
