@@ -27,7 +27,8 @@ seen is kept:
 3. Rank the moves by an estimated gain (the delay on the chain minus the
    communication the move adds), simulate them in that order, and accept the
    first that shortens the step; after a few rejected moves in a row in
-   (a) or (b), propose again from the new chain. Stop when no proposal
+   (a) or (b), end the round: propose again from the new chain after a
+   gain, widen otherwise. Stop when no proposal
    helps or the evaluation budget is spent. With memory checked, a move that shortens
    the step but breaks a limit is first repaired with one round of step 2's
    exact moves (`memory.knapsack_moves`), never moving back what it moved.

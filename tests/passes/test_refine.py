@@ -600,8 +600,8 @@ def test_the_descent_is_the_one_move_at_a_time_descent_over_a_fixed_sweep(monkey
             old = Refine(max_evals=evals, respect_memory=respect, patience=patience, wide_patience=wide)(g, cl, state)
         if "refine" not in old.stats:
             continue
-        assert np.array_equal(new.assignment, old.assignment), (case, respect, evals, patience, chunk)
-        assert _figures(new) == _figures(old), (case, respect, evals, patience, chunk)
+        assert np.array_equal(new.assignment, old.assignment), (case, respect, evals, patience, wide, chunk)
+        assert _figures(new) == _figures(old), (case, respect, evals, patience, wide, chunk)
         compared += 1
         accepted += old.stats["refine"].get("accepted", 0) > 0
     assert compared >= 100 and accepted >= 50
@@ -702,9 +702,10 @@ def test_the_coarse_descent_runs_by_default_on_large_graphs_in_step_1_only(monke
             Refine(fuse=bad)
 
 
-def test_successive_halving_splits_a_quarter_among_the_starts_unless_the_plan_overflows():
+def test_successive_halving_splits_a_quarter_among_the_starts_unless_the_plan_overflows(monkeypatch):
     """Step 1's searches from several starts share ``first_share`` (0.25) of the budget, the best of them gets
-    the rest; half is shared when the plan breaks a memory limit (step 2 rewrites it) and in ``refine-mem``."""
+    the rest; half is shared when the plan breaks a memory limit (step 2 rewrites it) and in ``refine-mem``.
+    The budgets the searches are given are checked, with an explicit budget and with the default one."""
     from pathlib import Path
 
     from pardnn.ir import load_graph
@@ -716,13 +717,30 @@ def test_successive_halving_splits_a_quarter_among_the_starts_unless_the_plan_ov
     state, _ = parse_pipeline("slice,map").run(g, loose, PlanState())
     starts = [np.roll(state.assignment, i) % 4 for i in (1, 2, 3)]
     state = state.replace(alternatives=tuple(starts))
-    figures = Refine(max_evals=400, threads=1)(g, loose, state).stats["refine"]
-    assert figures["starts"] == 4 and figures["start_share"] == 400 // 4 // 4
-    assert figures["evaluations"] <= 400
-    assert Refine(max_evals=400, threads=1, first_share=0.5)(g, loose, state).stats["refine"]["start_share"] == 50
+    real, given = Refine._search, []
+
+    def search(self, g_, cluster, cm, mover, start, budget, *args, **kwargs):
+        given.append(budget)
+        return real(self, g_, cluster, cm, mover, start, budget, *args, **kwargs)
+
+    monkeypatch.setattr(Refine, "_search", search)
+
+    def shares(refine, cluster):
+        given.clear()
+        figures = refine(g, cluster, state).stats["refine"]
+        assert figures["starts"] == 4 and figures["evaluations"] <= figures["budget"] + 1
+        assert given[:4] == [figures["start_share"]] * 4      # the starts' searches, then the best one's
+        return figures["start_share"], figures["budget"]
+
+    assert shares(Refine(max_evals=400, threads=1), loose) == (400 // 4 // 4, 400)
+    assert shares(Refine(max_evals=400, threads=1, first_share=0.5), loose) == (50, 400)
     tight = Cluster.homogeneous(4, memory_bytes=single_device_peak(g) // 8)
     assert not simulate(g, tight, state.assignment).feasible
-    assert Refine(max_evals=400, threads=1)(g, tight, state).stats["refine"]["start_share"] == 50
+    assert shares(Refine(max_evals=400, threads=1), tight) == (50, 400)
+    share, budget = shares(Refine(threads=1, kicks=False), loose)          # the default budget, by size
+    assert share == int(budget * 0.25) // 4 and budget > 400
+    share, budget = shares(Refine(threads=1, kicks=False), tight)
+    assert share == int(budget * 0.5) // 4
     assert parse_pipeline("refine-mem").passes[0].first_share == 0.5
     assert str(parse_pipeline("refine{first_share=0.25}")) == "refine"
 
@@ -756,12 +774,16 @@ def test_a_wide_round_ends_after_wide_patience_misses(monkeypatch):
     cl = Cluster.homogeneous(2)
     state, _ = parse_pipeline("slice,map").run(g, cl, PlanState())
     state = state.replace(alternatives=())      # one search, from the mapped plan
-    real_propose, real_first = R.propose, R.Evaluator.first_shorter
+    real_propose, real_paths, real_first = R.propose, R.path_moves, R.Evaluator.first_shorter
     events = []
 
     def propose(*a, **k):
         events.append(("wide" if k.get("every_target") else "chain", None))
         return real_propose(*a, **k)
+
+    def path_moves(*a, **k):
+        events.append(("paths", None))
+        return real_paths(*a, **k)
 
     def first_shorter(self, dev, moves, first, limit, cur_ms, *a, **k):
         out = real_first(self, dev, moves, first, limit, cur_ms, *a, **k)
@@ -769,13 +791,15 @@ def test_a_wide_round_ends_after_wide_patience_misses(monkeypatch):
         return out
 
     monkeypatch.setattr(R, "propose", propose)
+    monkeypatch.setattr(R, "path_moves", path_moves)
     monkeypatch.setattr(R.Evaluator, "first_shorter", first_shorter)
-    firsts = {}
+    firsts, paths = {}, {}
     for wide in (2, None):
         events.clear()
         Refine(max_evals=2000, threads=1, kicks=False, fuse=False, wide_patience=wide)(g, cl, state)
         # the limit of the first try of each wide round
-        firsts[wide] = [events[j + 1][1][0] for j, (kind, _) in enumerate(events[:-1])
-                        if kind == "wide" and events[j + 1][0] == "try"]
+        firsts[wide], paths[wide] = ([events[j + 1][1][0] for j, (kind, _) in enumerate(events[:-1])
+                                      if kind == stage and events[j + 1][0] == "try"] for stage in ("wide", "paths"))
     assert firsts[2] and max(firsts[2]) <= 2
     assert firsts[None] and max(firsts[None]) > 2
+    assert paths[2] and max(paths[2]) > 2        # the paths neighbourhood is not cut short
