@@ -28,9 +28,9 @@ seen is kept:
    communication the move adds), simulate them in that order, and accept the
    first that shortens the step; after a few rejected moves in a row in
    (a) or (b), end the round: propose again from the new chain after a
-   gain, widen otherwise. Stop when no proposal
-   helps or the evaluation budget is spent. With memory checked, a move that shortens
-   the step but breaks a limit is first repaired with one round of step 2's
+   gain, widen otherwise. Stop when no proposal helps or the evaluation
+   budget is spent. With memory checked, a move that shortens the step but
+   breaks a limit is first repaired with one round of step 2's
    exact moves (`memory.knapsack_moves`), never moving back what it moved.
 
 The budget is a number of simulations, not seconds, so the same input gives
@@ -583,7 +583,11 @@ class Refine:
                     # step 2 will rewrite the plan: a smaller floor, and no extra time for its step
                     floor = min(floor, int(round(effort.floor * self.overflow_share)))
                     budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling)
-        start_fits = None if first is None else first.feasible
+        # successive halving: a share of the budget split among the starts, the rest for the best of them;
+        # half of it when the plan breaks a memory limit (step 2 rewrites it: the starts' diversity counts more)
+        several = bool(state.alternatives)
+        fits = not several or not bounded or (first.feasible if first is not None
+                                              else simulate(g, cluster, state.assignment, memory=True).feasible)
         if self.respect_memory is False:
             first = None     # the search simulates without memory
         cm = CostModel.build(g, cluster)
@@ -595,14 +599,7 @@ class Refine:
         # quick makespans by assignment, and (plan, trial) pairs judged in full and rejected, shared by the
         # searches (see `Evaluator.memo` and `_descend`); searches on threads at once get a memo each
         rejected = {} if self.remember else None
-        # successive halving: a share of the budget split among the starts, the rest for the best of them;
-        # half of it when the plan breaks a memory limit (step 2 rewrites it: the starts' diversity counts more)
-        if len(starts) > 1:
-            fits = not bounded or (start_fits if start_fits is not None
-                                   else simulate(g, cluster, state.assignment, memory=True).feasible)
-            share = int(budget * (self.first_share if fits else 0.5)) // len(starts)
-        else:
-            share = budget
+        share = int(budget * (self.first_share if fits else 0.5)) // len(starts) if several else budget
         workers = workers_for(len(starts), self.threads, g)
         # a search that runs alone tries its moves on strands at once (the same plan; `first_shorter_strands`)
         strands = strands_for(self.threads, g, cluster.num_devices)
