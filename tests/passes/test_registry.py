@@ -121,6 +121,8 @@ def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
     assert list(json.loads((tmp_path / "p.json").read_text())["pass_seconds"]) == ["slice", "map", "evict"]
     for extra, words in ((["--pipeline", "slice,mop"], "unknown pass 'mop'"),
                          (["--pipeline", "slice,map,seed{contention=maybe}"], "contention must be"),
+                         (["--pipeline", "slice,map,refine{first_share=0}"], "first_share must be a number in (0, 1]"),
+                         (["--pipeline", "slice,map,refine{wide_patience=0}"], "wide_patience must be a positive"),
                          (["--pipeline", "slice,map", "--refine-evals", "3"], "--pipeline replaces"),
                          (["--method", "heft", "--pipeline", "slice,map"], "applies to the pardnn method only")):
         r = CliRunner().invoke(cli, args + extra)
