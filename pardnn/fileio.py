@@ -187,6 +187,23 @@ def is_stream(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+def names_stdout(path: str | Path | None) -> bool:
+    """Whether writing ``path`` writes what this process's standard output shows: ``/dev/stdout`` (or
+    ``/dev/fd/1``, ``/proc/self/fd/1``, a link to one), or a stream that is the same file as descriptor 1 (the
+    terminal, the pipe). A command that writes such an output prints its human summary on stderr instead,
+    so that the output reaches the reader whole (``pardnn partition g.json -o /dev/stdout | jq``)."""
+    if path is None:
+        return False
+    path = Path(path)
+    if _fd_alias(path) == 1:
+        return True
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and _identity(1) == (st.st_dev, st.st_ino)
+
+
 def _real(path: Path) -> Path:
     """The file a rename must replace: the end of ``path``'s links (the links themselves are kept). A loop
     of links is an error, as for the shell; a dangling link names the file to make."""

@@ -7,7 +7,7 @@ import click
 from ..errors import InputError, MissingDependencyError
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..units import format_time, parse_size
-from .options import echo_json, list_of, pin_options, pinning_from
+from .options import echo_json, echo_summary, list_of, pin_options, pinning_from
 
 
 def _rate(bytes_per_us: float) -> str:
@@ -92,10 +92,9 @@ def calibrate_cmd(ctx: click.Context, output: str, devices, local_cluster, pin: 
                             memory_bytes=[mem] * k, **kw)
     write_json(output, cal.cluster.to_dict(), indent=2)
     if as_json:
-        echo_json({**cal.to_dict(), "output": output})
+        echo_json({**cal.to_dict(), "output": output}, outputs=(output,))
         return
-    click.echo(_table(cal))
-    click.echo(f"wrote {output}")
+    echo_summary(_table(cal) + f"\nwrote {output}", outputs=(output,))
 
 
 def _on_cluster(local_cluster, cluster_spec, devices, device_kind, mem, kw, pinning, timeout_s):

@@ -9,7 +9,7 @@ import click
 from ..fileio import check_writable, is_stream, refuse_overwrite
 from ..ir import save_graph
 from ..units import format_time
-from .options import frontend_options, make_frontend_options, read_input
+from .options import echo_summary, frontend_options, make_frontend_options, read_input
 
 
 @click.command(name="import")
@@ -39,5 +39,6 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
     with ctx.obj["progress"].stage(f"importing {model}"):
         g = read_input(model, fmt, opts)
     save_graph(g, output)
-    click.echo(f"wrote {output}: {g.num_nodes:,} ops, {g.num_edges:,} edges, "
-               f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups")
+    echo_summary(f"wrote {output}: {g.num_nodes:,} ops, {g.num_edges:,} edges, "
+                 f"{format_time(float(g.time_us.sum()))} of compute, {len(g.group_names):,} colocation groups",
+                 outputs=(output,))

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import click
 
 from ..cluster import Cluster, Device, load_cluster
 from ..errors import check_interrupt
-from ..fileio import check_writable, is_stream, refuse_overwrite
+from ..fileio import check_writable, is_stream, names_stdout, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
 from ..frontends.roofline import DEVICE_PROFILES
 from ..ir import OpGraph
@@ -50,9 +50,23 @@ def list_of(parse, text: str | None, what: str):
         raise click.BadParameter(str(exc), param_hint=what) from None
 
 
-def echo_json(obj: Any) -> None:
+def echo_json(obj: Any, *, outputs: Sequence[Any] = ()) -> None:
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
-    click.echo(json.dumps(obj, indent=2))
+    echo_summary(json.dumps(obj, indent=2), outputs=outputs, asked=True)
+
+
+def echo_summary(text: str, *, outputs: Sequence[Any] = (), asked: bool = False) -> None:
+    """Print a command's summary on stdout; on stderr when one of ``outputs`` is stdout itself
+    (`pardnn.fileio.names_stdout`: ``-o /dev/stdout``), so that stdout carries the output alone. There, with
+    ``-q`` ("only errors on stderr"), a human summary is left out; one the user ``asked`` for (``--json``)
+    is not."""
+    if any(names_stdout(p) for p in outputs if p):
+        ctx = click.get_current_context(silent=True)
+        if not asked and ctx is not None and (ctx.find_root().obj or {}).get("quiet"):
+            return
+        click.echo(text, err=True)
+    else:
+        click.echo(text)
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ..frontends import detect_format
 from ..machine import simulate as run_sim
 from ..placement import Placement, load_placement, save_placement
 from ..units import format_bytes, format_time
-from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
+from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json, echo_summary,
                       frontend_options, make_frontend_options, placement_cluster, read_input,
                       write_placement_report)
 
@@ -181,14 +181,16 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
             save_placement(plan, g, place_path)
         if report_path:
             write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
+    outputs = (output, place_path, report_path)
     if as_json:
         echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
-                    "placement_seconds": seconds, **sched.predicted()})
+                    "placement_seconds": seconds, **sched.predicted()}, outputs=outputs)
     else:
-        click.echo(_placement_table(g, cluster, sched, seconds=seconds,
-                                    title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
-                                          f"with {method}"))
-        click.echo(f"wrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p))
+        echo_summary(_placement_table(g, cluster, sched, seconds=seconds,
+                                      title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
+                                            f"with {method}")
+                     + f"\nwrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p),
+                     outputs=outputs)
     if not sched.feasible:
         raise InfeasibleError("the placement written breaks the machine model's constraints: "
                               + sched.violations[0].message, short_bytes=sched.memory_shortfall())

@@ -14,7 +14,7 @@ from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
-from .options import build_cluster, echo_json, frontend_options, make_frontend_options, read_input
+from .options import build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options, read_input
 
 PLOT_SUFFIXES = (".png", ".html", ".htm")
 
@@ -164,9 +164,9 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
                           progress=progress)
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     if as_json:
-        echo_json({**result.to_dict(), "read_seconds": read_seconds})
+        echo_json({**result.to_dict(), "read_seconds": read_seconds}, outputs=(plot_path,))
     else:
-        click.echo(plan_table(result, read_seconds, model))
+        echo_summary(plan_table(result, read_seconds, model), outputs=(plot_path,))
     if plot_path:
         # the command line, when this is the pardnn program (not the API or a test runner)
         command = ("pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -174,4 +174,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
         with progress.stage(f"writing {plot_path}"):
             from ..report.plan_page import write_plan_plot
             written = write_plan_plot(result, Path(plot_path), command=command)
-        click.echo(f"wrote {written}", err=as_json)
+        if as_json:
+            click.echo(f"wrote {written}", err=True)
+        else:
+            echo_summary(f"wrote {written}", outputs=(plot_path,))

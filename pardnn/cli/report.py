@@ -12,7 +12,7 @@ import click
 
 from ..machine import simulate
 from ..placement import load_placement
-from .options import (check_report_path, cluster_options, frontend_options, make_frontend_options,
+from .options import (check_report_path, cluster_options, echo_summary, frontend_options, make_frontend_options,
                       placement_cluster, read_input, write_placement_report)
 
 
@@ -65,5 +65,6 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = simulate(g, cluster, pl)
     write_placement_report(output, g, cluster, pl, sched, progress=progress, measured=measured, title=title)
-    click.echo(f"wrote {output}: predicted step time {sched.makespan_us / 1000:.3f} ms on {cluster.num_devices} "
-               f"devices{'' if sched.feasible else ' (INFEASIBLE: ' + sched.violations[0].message + ')'}")
+    echo_summary(f"wrote {output}: predicted step time {sched.makespan_us / 1000:.3f} ms on {cluster.num_devices} "
+                 f"devices{'' if sched.feasible else ' (INFEASIBLE: ' + sched.violations[0].message + ')'}",
+                 outputs=(output,))

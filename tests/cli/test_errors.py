@@ -236,16 +236,37 @@ def test_outputs_that_are_not_regular_files_are_written_through(small_graph):
     assert r.returncode == 0, r.stderr
     assert (small_graph / "link.json").is_symlink()
     assert json.loads((small_graph / "real.json").read_text())["format"] == "pardnn.placement"
-    # /dev/stdout with stdout a file: the placement lands where stdout is, beside the command's own lines
+    # /dev/stdout with stdout a file: the placement lands where stdout is, alone; the summary goes to stderr
     if Path("/dev/stdout").exists():
         with open(small_graph / "out.txt", "w") as fh:
             r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "partition", "g.json",
                                 "-k", "2", "-o", "/dev/stdout"], cwd=small_graph, stdout=fh, stderr=subprocess.PIPE,
                                text=True, timeout=300)
         assert r.returncode == 0, r.stderr
-        text = (small_graph / "out.txt").read_text()
-        first, rest = text.split("\n", 1)
-        assert json.loads(first)["format"] == "pardnn.placement" and "wrote /dev/stdout" in rest
+        assert json.loads((small_graph / "out.txt").read_text())["format"] == "pardnn.placement"
+        assert "wrote /dev/stdout" in r.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout on this platform")
+@pytest.mark.parametrize("flags", [[], ["--json"], ["-q"], ["-q", "--json"]])
+def test_an_output_on_stdout_gets_stdout_to_itself(small_graph, flags):
+    """Found by a review: with ``-o /dev/stdout`` the human summary (or the ``--json`` one) followed the
+    placement on the same stream, also with ``-q``, so ``... -o /dev/stdout | jq`` failed. Through a pipe,
+    stdout now carries the placement alone; the summary goes to stderr (the human one not at all with
+    ``-q``, which asks for errors only; ``--json``'s still, since it was asked for)."""
+    quiet = ["-q"] if "-q" in flags else []
+    rest = [f for f in flags if f != "-q"]
+    r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *quiet, "partition", "g.json",
+                        "-k", "2", "-o", "/dev/stdout", *rest], cwd=small_graph, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["format"] == "pardnn.placement"
+    if "--json" in rest:
+        assert json.loads(r.stderr)["output"] == "/dev/stdout"
+    elif quiet:
+        assert r.stderr == ""
+    else:
+        assert "wrote /dev/stdout" in r.stderr and "predicted step time" in r.stderr
 
 
 
