@@ -62,6 +62,8 @@ FRONTENDS: dict[str, Frontend] = {
 """Format name -> its loader (the ``--format`` choices, in this order)."""
 
 FORMATS: tuple[str, ...] = tuple(FRONTENDS)
+_TF_KINDS = {"savedmodel": "a SavedModel directory", "graphdef": "a GraphDef file (.pb, .pbtxt)",
+             "keras": "a Keras model file (.keras, .h5)"}
 
 
 def detect_format(path: str | Path) -> str:
@@ -103,11 +105,20 @@ def detect_format(path: str | Path) -> str:
 
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
     """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
+    given = fmt
     fmt = fmt or detect_format(path)
     opts = options or FrontendOptions()
     frontend = FRONTENDS.get(fmt)
     if frontend is None:
         raise InputError(f"{path}: unknown input format {fmt!r}")
+    if given in _TF_KINDS:      # one reader serves the three; it goes by what the path is, so say when that differs
+        try:
+            found = detect_format(path)
+        except InputError:
+            found = None
+        if found in _TF_KINDS and found != given:
+            raise InputError(f"{path}: --format {given}, but this is {_TF_KINDS[found]}; use --format {found}, "
+                             "or leave --format out")
     try:
         with substage(f"loading the reader of {frontend.reads or fmt}"):    # TensorFlow takes seconds to import
             module = importlib.import_module(frontend.module)

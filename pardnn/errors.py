@@ -120,6 +120,16 @@ class PardnnError(Exception):
     exit_code: int = EXIT_INTERNAL
 
 
+def naming(source, exc: PardnnError) -> PardnnError:
+    """``exc`` (same class) with its one line led by ``source`` (a file), unless it already names it."""
+    text, where = str(exc), str(source)
+    if where in text:
+        return exc
+    new = type(exc)(f"{where}: {text}")
+    new.__dict__.update(exc.__dict__)
+    return new
+
+
 class InputError(PardnnError):
     """An input file or model is unreadable or malformed."""
 

@@ -63,7 +63,7 @@ import logging
 import time
 from pathlib import Path
 
-from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure
+from pardnn.errors import InputError, MissingDependencyError, RuntimeFailure, naming
 from pardnn.ir import OpGraph
 
 from .. import roofline
@@ -127,5 +127,8 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
 def load_onnx(path: str | Path, options: FrontendOptions | None = None) -> OpGraph:
     """Read the ONNX model at ``path`` as a pardnn graph (see the module docstring for the rules)."""
     opts = options or FrontendOptions()
-    pm = prepare(path, dims=opts.dims, batch_size=opts.batch_size)
-    return graph_from_prepared(pm, opts)
+    try:
+        pm = prepare(path, dims=opts.dims, batch_size=opts.batch_size)
+        return graph_from_prepared(pm, opts)
+    except RuntimeFailure as exc:    # onnxruntime's words name the node, not the file
+        raise naming(path, exc) from None

@@ -38,7 +38,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..cluster import Cluster
-from ..errors import MissingDependencyError, PlacementError, RuntimeFailure
+from ..errors import MissingDependencyError, PlacementError, RuntimeFailure, naming
 from ..frontends import FrontendOptions
 from ..frontends.onnx import graph_from_prepared, prepare
 from ..frontends.onnx.convert import node_reads
@@ -90,6 +90,15 @@ class RunReport:
     cost_model: str
     stages: tuple[StageReport, ...]
     samples_us: tuple[float, ...] = field(default=(), repr=False)
+    violations: tuple[str, ...] = ()
+    """What the placement breaks in the machine model on this cluster (memory over a device's capacity, a
+    split colocation group): the run goes ahead, and ``pardnn run`` exits 4 after its report."""
+    short_bytes: int = 0
+    """The bytes the worst device is short by, when memory is what breaks."""
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +108,7 @@ class RunReport:
             "measured_over_predicted": round(self.measured_us / self.predicted_us, 4) if self.predicted_us > 0
             else None,
             "outputs_match": self.outputs_match, "max_abs_diff": self.max_abs_diff, "steps": self.steps,
+            "steps_compared": 1, "feasible": self.feasible, "violations": list(self.violations),
             "cost_model": self.cost_model,
             "stages": [{"stage": s.index, "device": s.device, "device_name": s.device_name, "provider": s.provider,
                         "nodes": s.nodes, "inputs": s.inputs, "outputs": s.outputs,
@@ -349,6 +359,14 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     default: each CPU "device" is one core, and the whole model gets the
     same so that the two timings compare).
     """
+    try:
+        return _run_placement(model, placement, cluster=cluster, options=options, steps=steps, seed=seed, rtol=rtol,
+                              atol=atol, threads=threads)
+    except RuntimeFailure as exc:    # onnxruntime's words name the node, not the file
+        raise naming(model, exc) from None
+
+
+def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, atol, threads) -> RunReport:
     opts = options or FrontendOptions()
     if steps < 1:
         raise ValueError("steps must be at least 1")
@@ -362,7 +380,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
                              f"{g.num_nodes} nodes: it was made for another graph")
     cl = cluster(pl) if callable(cluster) else cluster or default_cluster(pl)
     check_devices(g, pl, cl)
-    predicted = simulate(g, cl, pl, memory=False).makespan_us
+    sched = simulate(g, cl, pl)     # the placement checked against the model (memory, colocation)
+    predicted = sched.makespan_us
 
     dev = node_devices(pm, g, pl)
     stages = plan_stages(pm, dev)
@@ -416,4 +435,5 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
                      measured_us=statistics.median(samples), whole_model_us=statistics.median(whole_samples),
                      outputs_match=match, max_abs_diff=diff, steps=steps,
                      cost_model=str(g.meta.get("cost_model", "")), stages=stage_reports,
-                     samples_us=tuple(samples))
+                     samples_us=tuple(samples), violations=tuple(v.message for v in sched.violations),
+                     short_bytes=int(sched.memory_shortfall()))

@@ -383,6 +383,11 @@ class TFRunReport:
     max_variable_diff: float
     variables_compared: int
     losses: tuple[float, ...] = ()
+    violations: tuple[str, ...] = ()
+    """What the placement as run (colocation groups kept whole) breaks in the machine model on this cluster
+    (memory over a device's capacity): the run goes ahead, and ``pardnn run`` exits 4 after its report."""
+    short_bytes: int = 0
+    """The bytes the worst device is short by, when memory is what breaks."""
     reference_losses: tuple[float, ...] = ()
     soft_placement: bool = False
     finite: bool = True
@@ -432,7 +437,8 @@ class TFRunReport:
             "model": self.model, "graph": self.graph, "backend": "tensorflow", "mode": self.mode,
             "devices": list(self.devices), "session_target": self.session_target,
             "ops_per_device": list(self.ops_per_device), "host_ops": self.host_ops, "regrouped": self.regrouped,
-            "steps": self.steps, "cost_model": self.cost_model,
+            "steps": len(self.samples_us), "steps_compared": self.steps, "cost_model": self.cost_model,
+            "feasible": not self.violations, "violations": list(self.violations),
             "predicted_us": round(self.predicted_us, 3), "measured_us": round(self.measured_us, 3),
             "reference_us": round(self.reference_us, 3),
             "measured_over_predicted": round(self.measured_us / self.predicted_us, 4) if self.predicted_us > 0
@@ -590,6 +596,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
         ops_per_device=tuple(int(c) for c in counts), host_ops=assignment.host_ops,
         regrouped=len(assignment.regrouped), steps=len(run.outputs), predicted_us=float(sched.makespan_us),
+        violations=tuple(v.message for v in sched.violations), short_bytes=int(sched.memory_shortfall()),
         measured_us=statistics.median(run.step_us), reference_us=statistics.median(ref.step_us),
         placement_check=check, send_recv=sr, simulated_transfers=len(sim_tensors),
         simulated_feed_transfers=len(from_feeds),

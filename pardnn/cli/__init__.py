@@ -35,7 +35,7 @@ Exit codes:
   {EXIT_INTERNAL}  internal error (a bug; run with --debug and report it)
   {EXIT_USAGE}  usage error (bad flags or arguments)
   {EXIT_INPUT}  invalid input: unreadable or malformed graph, cluster, placement or model
-  {EXIT_INFEASIBLE}  infeasible: no placement meets the memory limits, or the one simulated breaks them (the message says by how much)
+  {EXIT_INFEASIBLE}  infeasible: no placement meets the memory limits, or the one simulated or run breaks them (the message says by how much)
   {EXIT_RUNTIME}  runtime failure: a device, server or framework run failed
   {EXIT_DEPENDENCY}  an optional dependency is missing (e.g. pip install 'pardnn[tf]')
   {EXIT_OUTPUT}  an output cannot be written (the message names the path and why)

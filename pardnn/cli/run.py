@@ -20,7 +20,7 @@ import sys
 import click
 
 from ..backend.common import default_cluster
-from ..errors import InputError, MissingDependencyError, RuntimeFailure, check_interrupt
+from ..errors import InfeasibleError, InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import detect_format
 from ..units import format_bytes, format_time
@@ -40,7 +40,8 @@ def _table(report) -> str:
              f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined steps; "
              f"whole model in one session {format_time(report.whole_model_us)})",
              f"outputs match        {'yes' if report.outputs_match else 'NO'} "
-             f"(max |difference| {report.max_abs_diff:.3g})"]
+             f"(max |difference| {report.max_abs_diff:.3g})",
+             _fits_line(report)]
     w = max(len("device"), *(len(s.device_name) for s in report.stages))
     pw = max(len("provider"), *(len(s.provider) for s in report.stages))
     lines.append(f"{'stage':>5}  {'device':<{w}}  {'provider':<{pw}}  {'nodes':>6}  {'in':>4}  {'out':>4}  compute")
@@ -48,6 +49,14 @@ def _table(report) -> str:
         lines.append(f"{s.index:>5}  {s.device_name:<{w}}  {s.provider:<{pw}}  {s.nodes:>6}  {s.inputs:>4}  "
                      f"{s.outputs:>4}  {format_time(s.compute_us)}")
     return "\n".join(lines)
+
+
+def _fits_line(report) -> str:
+    """Whether the placement fits the machine model's cluster (memory, colocation), as `simulate` checks."""
+    if not report.violations:
+        return "fits the model       yes (memory and colocation on this cluster)"
+    more = f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
+    return f"fits the model       NO: {report.violations[0]}{more}"
 
 
 _MODES = {"cpu": "logical CPU devices", "gpu": "GPUs", "cluster": "a TensorFlow cluster"}
@@ -69,6 +78,7 @@ def _tf_table(r) -> str:
         f"(max |difference| {r.max_output_diff:.3g}), {r.variables_compared} variables after them "
         f"(max |difference| {r.max_variable_diff:.3g})",
         f"{'':21}{_criterion_line(r)}",
+        _fits_line(r),
         f"transfers            simulated {r.simulated_transfers} ({r.simulated_feed_transfers} from feeds)",
         f"_Send/_Recv pairs    {sr.pairs}: {sr.data} data, {sr.feed} feed, {sr.fetch} fetch, {sr.control} control"
         + (f", {sr.forward} forwarded within a task" if sr.forward else "")
@@ -199,8 +209,10 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
 
     Give the same --profile/--batch-size/--signature/--dim flags as when the
     placement was made. Without cluster flags the machine model's cluster is
-    the placement's devices. Results that differ, or ops that moved, exit
-    with code 5; a device the placement names that does not exist, code 3.
+    the placement's devices (unlimited memory). Results that differ, or ops
+    that moved, exit with code 5; a device the placement names that does not
+    exist, code 3; a placement that breaks the machine model on that cluster
+    (memory, colocation), code 4 after the report.
 
     \b
     Examples:
@@ -277,10 +289,12 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
             m = report.placement_check.moved[0]
             raise RuntimeFailure(f"{len(report.placement_check.moved)} op(s) did not run where placed, e.g. "
                                  f"{m[0]!r} placed on {m[1]} ran on {m[2]}")
-        return
-    if not report.outputs_match:
+    elif not report.outputs_match:
         raise RuntimeFailure(f"the placed model's outputs differ from the whole model's "
                              f"(max |difference| {report.max_abs_diff:.3g}, rtol {rtol}, atol {atol})")
+    if report.violations:   # it ran (this host's devices did not enforce the model's limits): as `simulate`, exit 4
+        raise InfeasibleError(f"{placement}: the placement breaks the machine model: {report.violations[0]}",
+                              short_bytes=report.short_bytes)
 
 
 def run_json(d: dict) -> str:

@@ -22,7 +22,7 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from pardnn.cli import cli  # noqa: E402
-from pardnn.errors import EXIT_INPUT  # noqa: E402
+from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT  # noqa: E402
 from pardnn.frontends import detect_format  # noqa: E402
 from pardnn.frontends.tensorflow.keras_file import read_keras_file, synthetic_batch  # noqa: E402
 from pardnn.ir import load_graph  # noqa: E402
@@ -141,9 +141,19 @@ def test_partition_run_and_rewrite_a_keras_file(files, fit_loss, tmp_path):
     report = json.loads(proc.stdout)
     assert report["ok"] and report["outputs_match"] and report["variables_match"] and report["ops_moved"] == 0
     assert all(n > 0 for n in report["ops_per_device"])
+    # ``steps``: the timed steps asked for, as on ONNX; ``steps_compared`` adds the warm-up and the traced step
+    assert report["steps"] == 3 and report["steps_compared"] == 5
+    assert report["feasible"] is True and report["violations"] == []
     losses = report["losses"]
     assert len(losses) >= 3 and losses[-1] < losses[0]
     np.testing.assert_allclose(losses[0], fit_loss, rtol=1e-4)     # the step is the one model.fit runs
+
+    # a cluster the placement does not fit: the run still reports, then exits 4 naming the device (as simulate)
+    proc = _pardnn("-q", "run", path, placement, "--batch-size", BATCH, "--steps", 1, "--json", "--memory", "1KiB")
+    assert proc.returncode == EXIT_INFEASIBLE, proc.stderr[-2000:]
+    bad = json.loads(proc.stdout)
+    assert bad["outputs_match"] and bad["feasible"] is False and bad["violations"][0].startswith("device ")
+    assert proc.stderr.strip().count("\n") == 0 and "the placement breaks the machine model: device" in proc.stderr
 
     out = tmp_path / "placed"
     res = CliRunner().invoke(cli, ["-q", "rewrite", str(path), str(placement), "-o", str(out), "--batch-size",

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pardnn.cli import cli
-from pardnn.errors import EXIT_DEPENDENCY, EXIT_INPUT, EXIT_RUNTIME, PlacementError
+from pardnn.errors import EXIT_DEPENDENCY, EXIT_INFEASIBLE, EXIT_INPUT, EXIT_RUNTIME, PlacementError
 
 from ..conftest import REPO
 
@@ -210,9 +210,48 @@ def test_cli_partition_then_run_json(models, tmp_path):
     assert d["outputs_match"] is True and d["max_abs_diff"] == 0.0
     assert d["predicted_us"] == pytest.approx(json.loads(out.read_text())["predicted"]["makespan_us"], abs=1e-3)
     assert d["measured_us"] > 0 and d["steps"] == 2 and d["devices"] == ["/device:GPU:0", "/device:GPU:1"]
+    assert d["steps_compared"] == 1 and d["feasible"] is True and d["violations"] == []
     assert {s["device"] for s in d["stages"]} == {0, 1} and d["cost_model"] == "roofline (h100)"
     r = run("run", models["gpt"], out, *flags)
-    assert r.exit_code == 0 and "outputs match        yes" in r.stdout
+    assert r.exit_code == 0 and "outputs match        yes" in r.stdout and "fits the model       yes" in r.stdout
+
+
+def test_cli_run_checks_the_placement_against_the_model(models, tmp_path):
+    """Found by a new user's trial: an ONNX ``run`` never checked the placement against the cluster's memory
+    (``simulate`` and ``report`` did). It runs and reports as before, then, as ``simulate``, exits 4 with one
+    line naming the device and the bytes short."""
+    out = tmp_path / "p.json"
+    flags = ["--dim", "seq=8", "--batch-size", 2]
+    assert run("partition", models["gpt"], "--devices", 2, "-o", out, *flags).exit_code == 0
+    need = json.loads(run("simulate", models["gpt"], out, *flags, "--json").stdout)["peak_bytes"]
+    small = max(need) - 1
+    r = run("run", models["gpt"], out, *flags, "--steps", 1, "--memory", small)
+    assert r.exit_code == EXIT_INFEASIBLE, r.output
+    assert "outputs match        yes" in r.stdout and "fits the model       NO: device" in r.stdout
+    assert r.stderr.strip().count("\n") == 0 and "the placement breaks the machine model" in r.stderr
+    assert r.stderr.rstrip().endswith(": 1 bytes short")   # the worst device is one byte over
+    r = run("run", models["gpt"], out, *flags, "--steps", 1, "--memory", small, "--json")
+    assert r.exit_code == EXIT_INFEASIBLE
+    d = json.loads(r.stdout)
+    assert d["feasible"] is False and d["violations"][0].startswith("device ")
+    assert run("run", models["gpt"], out, *flags, "--steps", 1, "--memory", max(need)).exit_code == 0
+
+
+def test_an_onnxruntime_failure_names_the_file(tmp_path):
+    """Found by a new user's trial: onnxruntime's load error named the node but not the model's file."""
+    x = helper.make_tensor_value_info("x", TensorProto.UINT16, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.UINT16, [4])
+    m = helper.make_model(helper.make_graph([helper.make_node("Sin", ["x"], ["y"], name="s")], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    bad = tmp_path / "bad.onnx"
+    onnx.save(m, str(bad))
+    r = run("partition", bad, "--devices", 2, "-o", tmp_path / "p.json", "--profile", 1)
+    assert r.exit_code == EXIT_RUNTIME and r.stderr.strip().count("\n") == 0
+    assert f"{bad}: onnxruntime cannot load the model" in r.stderr and "node (s)" in r.stderr
+    assert not (tmp_path / "p.json").exists()
+    assert run("partition", bad, "--devices", 2, "-o", tmp_path / "p.json").exit_code == 0
+    r = run("run", bad, tmp_path / "p.json", "--steps", 1)
+    assert r.exit_code == EXIT_RUNTIME and f"{bad}: onnxruntime cannot load the model" in r.stderr
 
 
 def test_simulate_takes_a_model_with_the_input_flags(models, tmp_path):

@@ -45,6 +45,26 @@ def test_unknown_format():
         load_input(path, fmt="caffe")
 
 
+@pytest.mark.parametrize("name, given, found", [("m.keras", "graphdef", "keras"), ("g.pbtxt", "keras", "graphdef"),
+                                                 ("w.h5", "savedmodel", "keras")])
+def test_a_tensorflow_format_that_contradicts_the_file_is_refused(tmp_path, name, given, found):
+    """Found by a new user's trial: one reader serves the three TensorFlow formats and goes by what the path
+    is, so ``--format graphdef`` on a ``.keras`` file was read as Keras without a word. Now it is an input
+    error naming the file and the format it is (before any framework is imported, the file unread)."""
+    path = tmp_path / name
+    path.write_bytes(b"never read")
+    with pytest.raises(InputError, match=rf"{name}: --format {given}, but this is .*; use --format {found}, or "
+                                         r"leave --format out$"):
+        load_input(path, fmt=given)
+    r = CliRunner().invoke(cli, ["-q", "info", str(path), "--format", given])
+    assert r.exit_code == 3 and f"use --format {found}" in r.output
+    sm = tmp_path / "sm"
+    sm.mkdir()
+    (sm / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(InputError, match=r"sm: --format keras, but this is a SavedModel directory"):
+        load_input(sm, fmt="keras")
+
+
 def test_a_missing_extra_is_named(monkeypatch):
     """The loader's import fails: a MissingDependencyError naming the extra, exit code 6 on the command line."""
     monkeypatch.setitem(sys.modules, "pardnn.frontends.onnx", None)   # makes `import pardnn.frontends.onnx` fail
