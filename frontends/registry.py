@@ -105,20 +105,11 @@ def detect_format(path: str | Path) -> str:
 
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
     """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
-    given = fmt
-    fmt = fmt or detect_format(path)
+    fmt = input_format(path, fmt)
     opts = options or FrontendOptions()
     frontend = FRONTENDS.get(fmt)
     if frontend is None:
         raise InputError(f"{path}: unknown input format {fmt!r}")
-    if given in _TF_KINDS:      # one reader serves the three; it goes by what the path is, so say when that differs
-        try:
-            found = detect_format(path)
-        except InputError:
-            found = None
-        if found in _TF_KINDS and found != given:
-            raise InputError(f"{path}: --format {given}, but this is {_TF_KINDS[found]}; use --format {found}, "
-                             "or leave --format out")
     try:
         with substage(f"loading the reader of {frontend.reads or fmt}"):    # TensorFlow takes seconds to import
             module = importlib.import_module(frontend.module)
@@ -131,6 +122,24 @@ def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOpt
     if frontend.keywords is None:
         return loader(path, opts)
     return loader(path, **{k: getattr(opts, k) for k in frontend.keywords if getattr(opts, k)})
+
+
+def input_format(path: str | Path, fmt: str | None = None) -> str:
+    """The format to read ``path`` as: ``fmt`` (``--format``) when given, else `detect_format`'s.
+
+    One reader serves the three TensorFlow formats and goes by what the path is, so a TensorFlow ``fmt`` that
+    contradicts it (``--format graphdef`` on a ``.keras`` file) is an `InputError` naming both, not ignored."""
+    if fmt is None:
+        return detect_format(path)
+    if fmt in _TF_KINDS:
+        try:
+            found = detect_format(path)
+        except InputError:
+            found = None
+        if found in _TF_KINDS and found != fmt:
+            raise InputError(f"{path}: --format {fmt}, but this is {_TF_KINDS[found]}; use --format {found}, "
+                             "or leave --format out")
+    return fmt
 
 
 def load_pardnn_graph(path: str | Path) -> OpGraph:

@@ -11,7 +11,7 @@ import click
 from ..api import DEFAULT_METHOD, all_methods
 from ..errors import check_interrupt
 from ..fileio import atomic_write, check_writable, output_transaction
-from .options import check_report_path, list_of, write_bench_report
+from .options import check_report_path, echo_summary, list_of, write_bench_report
 
 _REPO = Path(__file__).resolve().parents[2]
 """The checkout this module runs from: the samples are in its sample_graphs/, the peer data beside it."""
@@ -97,11 +97,10 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
                          scaling_graphs=[x.strip() for x in scaling_graphs.split(",")] if scaling_graphs else None,
                          progress=ctx.obj["progress"])
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
-    if tables:
-        click.echo(B.case_tables(result))
-    if ours != DEFAULT_METHOD:
-        click.echo(f"{DEFAULT_METHOD} is not among --methods: 'ours' below is {ours}, against the best of the others")
-    click.echo(B.summary_table(result))
+    text = ([B.case_tables(result)] if tables else []) + (
+        [f"{DEFAULT_METHOD} is not among --methods: 'ours' below is {ours}, against the best of the others"]
+        if ours != DEFAULT_METHOD else []) + [B.summary_table(result)]
+    echo_summary("\n".join(text), outputs=(markdown, report_path))
     command = "pardnn " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if len(sys.argv) > 2 else "pardnn bench"
     with output_transaction():   # every file of the run appears together or not at all
         paths = B.write_outputs(result, Path(outdir))
@@ -110,4 +109,4 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
             paths.append(Path(markdown))
         if report_path:
             paths.append(write_bench_report(report_path, result, progress=ctx.obj["progress"], command=command))
-    click.echo("wrote " + ", ".join(str(p) for p in paths))
+    echo_summary("wrote " + ", ".join(str(p) for p in paths), outputs=(markdown, report_path))

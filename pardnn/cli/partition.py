@@ -250,10 +250,11 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
             "bytes_moved": sched.bytes_moved(),
             "violations": [v.message for v in sched.violations],
         })
-        echo_json(out)
+        echo_json(out, outputs=(trace_path,))
     else:
         check_interrupt()
-        click.echo(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"))
+        echo_summary(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"),
+                     outputs=(trace_path,))
     if not sched.feasible:
         raise InfeasibleError(f"{placement}: the placement breaks the machine model: {sched.violations[0].message}",
                               short_bytes=sched.memory_shortfall())

@@ -22,10 +22,10 @@ import click
 from ..backend.common import default_cluster
 from ..errors import InfeasibleError, InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
-from ..frontends import detect_format
+from ..frontends import input_format
 from ..units import format_bytes, format_time
-from .options import (build_cluster, cluster_options, distinct_outputs, frontend_options, make_frontend_options,
-                      pin_options, pinning_from)
+from .options import (build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
+                      make_frontend_options, pin_options, pinning_from)
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -225,7 +225,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     """
     if local_cluster and cluster_spec:
         raise click.UsageError("give either --local-cluster or --cluster-spec, not both")
-    kind = fmt or detect_format(model)
+    kind = input_format(model, fmt)
     if kind not in RUNNABLE:
         runnable = ", ".join(sorted(set(RUNNABLE)))
         if kind == "pardnn":
@@ -271,12 +271,10 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
         write_json(trace_path, report.trace)
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
     if as_json:
-        click.echo(run_json(report.to_dict()))
+        echo_summary(run_json(report.to_dict()), outputs=(trace_path,), asked=True)
     else:
-        click.echo(_tf_table(report) if kind in TF_FORMATS else _table(report))
-        for p in (write_path, trace_path):
-            if p:
-                click.echo(f"wrote {p}")
+        echo_summary("\n".join([_tf_table(report) if kind in TF_FORMATS else _table(report)]
+                               + [f"wrote {p}" for p in (write_path, trace_path) if p]), outputs=(trace_path,))
     if kind in TF_FORMATS:
         if not report.finite:
             raise RuntimeFailure("the step's outputs are not finite (NaN or inf), so matching the single-device "
@@ -357,7 +355,7 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
       pardnn rewrite model_dir p.json -o placed_model/ --tasks 2
       pardnn rewrite model.keras p.json -o placed_model/ --batch-size 32
     """
-    kind = fmt or detect_format(model)
+    kind = input_format(model, fmt)
     if kind not in TF_FORMATS:
         raise InputError(f"{model}: pardnn rewrite writes TensorFlow models; this is a {kind} input")
     refuse_overwrite(output, model, placement)
@@ -376,12 +374,12 @@ def rewrite_cmd(ctx: click.Context, model: str, placement: str, output: str, dev
                              cluster_spec=cluster_spec)
     check_interrupt()
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        echo_summary(json.dumps(summary, indent=2), outputs=(output,), asked=True)
         return
-    click.echo(f"wrote {summary['output']}: graph {summary['graph']}, {sum(summary['ops_per_device'].values())} ops "
-               f"({summary['host_ops']} host ops, {summary['regrouped']} moved to keep groups whole)")
-    for d, n in summary["ops_per_device"].items():
-        click.echo(f"  {d}  {n}")
+    echo_summary("\n".join([f"wrote {summary['output']}: graph {summary['graph']}, "
+                            f"{sum(summary['ops_per_device'].values())} ops ({summary['host_ops']} host ops, "
+                            f"{summary['regrouped']} moved to keep groups whole)"]
+                           + [f"  {d}  {n}" for d, n in summary["ops_per_device"].items()]), outputs=(output,))
 
 
 def _check_new_directory(output: str) -> None:

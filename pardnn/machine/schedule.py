@@ -136,7 +136,7 @@ class Schedule:
     peak_bytes: np.ndarray         # per device (persistent included)
     peak_time_us: np.ndarray       # per device: first instant the peak is reached
     capacity: np.ndarray           # per device (inf = unlimited)
-    violations: tuple[Violation, ...] = ()
+    violations: tuple[Violation, ...] = ()   # memory first (the device furthest over first), then pins, groups
     graph: OpGraph | None = field(default=None, repr=False)
     memory_checked: bool = True    # peaks were computed (simulate(memory=True))
     cluster: Cluster | None = field(default=None, repr=False)
@@ -370,7 +370,8 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
                 peak_t: np.ndarray) -> list[Violation]:
     out: list[Violation] = []
     cap = cluster.capacity
-    for d in np.flatnonzero(peak > cap):
+    over = np.flatnonzero(peak > cap)
+    for d in over[np.argsort(cap[over] - peak[over], kind="stable")]:     # the device furthest over first
         d = int(d)
         over = int(peak[d] - cap[d])
         out.append(Violation("memory", f"device {d} ({cluster.devices[d].name}) needs {format_bytes(int(peak[d]))} at "

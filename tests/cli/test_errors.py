@@ -13,6 +13,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,51 @@ def test_outputs_that_are_not_regular_files_are_written_through(small_graph):
         assert r.returncode == 0, r.stderr
         assert json.loads((small_graph / "out.txt").read_text())["format"] == "pardnn.placement"
         assert "wrote /dev/stdout" in r.stderr
+
+
+def _pardnn_piped(args, cwd, **kw):
+    """``pardnn ARGS`` in a process of its own, stdout and stderr captured through pipes."""
+    return subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout on this platform")
+@pytest.mark.parametrize("args, check", [
+    (["import", "g.json", "-o", "/dev/stdout"], lambda out: json.loads(out)["format"] == "pardnn.graph"),
+    (["report", "g.json", "p.json", "-o", "/dev/stdout"], lambda out: out.lstrip().startswith("<!DOCTYPE html>")),
+    (["simulate", "g.json", "p.json", "--trace", "/dev/stdout"], lambda out: "traceEvents" in json.loads(out)),
+    (["simulate", "g.json", "p.json", "--trace", "/dev/stdout", "--json"],
+     lambda out: "traceEvents" in json.loads(out)),
+    (["partition", "g.json", "-k", 2, "-o", "p2.json", "--place", "/dev/stdout"],
+     lambda out: json.loads(out)["format"] == "pardnn.placement"),
+])
+def test_every_command_leaves_stdout_to_an_output_there(small_graph, args, check):
+    """The review of the change above: `simulate --trace`, `report`, `import` and `--place` onto stdout still
+    got the summary after the output. Every output that can be stdout now gets it to itself."""
+    r = _pardnn_piped(["partition", "g.json", "-k", 2, "-o", "p.json"], small_graph)
+    assert r.returncode == 0, r.stderr
+    r = _pardnn_piped(args, small_graph)
+    assert r.returncode == 0, r.stderr
+    assert check(r.stdout), r.stdout[:500]
+    assert r.stderr.strip(), "the summary went to stderr"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_an_output_that_is_the_same_stream_as_stdout_gets_it_to_itself(small_graph):
+    """Not /dev/stdout but the same file: stdout is a FIFO, and ``-o`` names that FIFO."""
+    fifo = small_graph / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with open(fifo, "wb") as fh:
+        r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "partition", "g.json",
+                            "-k", "2", "-o", str(fifo)], cwd=small_graph, stdout=fh, stderr=subprocess.PIPE,
+                           text=True, timeout=300)
+    reader.join(30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(got[0])["format"] == "pardnn.placement"
+    assert "wrote " in r.stderr and "predicted step time" in r.stderr
 
 
 @pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout on this platform")

@@ -58,6 +58,13 @@ def test_a_tensorflow_format_that_contradicts_the_file_is_refused(tmp_path, name
         load_input(path, fmt=given)
     r = CliRunner().invoke(cli, ["-q", "info", str(path), "--format", given])
     assert r.exit_code == 3 and f"use --format {found}" in r.output
+    # run and rewrite read TensorFlow models through the backend, not `load_input`: the same check, before any work
+    (tmp_path / "p.json").write_text("{}")
+    for args in (["run", str(path), str(tmp_path / "p.json")],
+                 ["rewrite", str(path), str(tmp_path / "p.json"), "-o", str(tmp_path / "out")]):
+        r = CliRunner().invoke(cli, ["-q", *args, "--format", given])
+        assert r.exit_code == 3 and f"use --format {found}" in r.output, (args, r.output)
+    assert not (tmp_path / "out").exists()
     sm = tmp_path / "sm"
     sm.mkdir()
     (sm / "saved_model.pb").write_bytes(b"")

@@ -295,6 +295,16 @@ def test_violations_name_what_is_wrong():
     assert ok.feasible and ok.violations == ()
 
 
+def test_the_device_furthest_over_comes_first():
+    """Commands name ``violations[0]`` in their one-line error beside the worst device's shortfall; it named
+    the lowest-numbered device over its capacity, not necessarily the worst."""
+    g = tiny([("a", 1, 0, {"persistent_bytes": 600}), ("b", 1, 0, {"persistent_bytes": 900}),
+              ("c", 1, 0, {"persistent_bytes": 700})], [])
+    s = simulate(g, cluster(3, memory=500), [0, 1, 2])
+    assert [v.device for v in s.violations] == [1, 2, 0]
+    assert s.violations[0].bytes_over == s.memory_shortfall() == 400
+
+
 def test_split_colocation_groups_are_all_named():
     """`rule_violations` first checks every member against its group's first member; where any differs it
     names each split group: the same set as splitting the groups by hand, on random assignments."""
