@@ -383,12 +383,12 @@ class TFRunReport:
     max_variable_diff: float
     variables_compared: int
     losses: tuple[float, ...] = ()
+    reference_losses: tuple[float, ...] = ()
     violations: tuple[str, ...] = ()
     """What the placement as run (colocation groups kept whole) breaks in the machine model on this cluster
     (memory over a device's capacity): the run goes ahead, and ``pardnn run`` exits 4 after its report."""
     short_bytes: int = 0
     """The bytes the worst device is short by, when memory is what breaks."""
-    reference_losses: tuple[float, ...] = ()
     soft_placement: bool = False
     finite: bool = True
     """Every fetched value of every step is finite (NaN or inf in both runs would "match" and prove nothing)."""
@@ -431,6 +431,11 @@ class TFRunReport:
         placed_ok = self.soft_placement or not self.placement_check.moved
         return self.outputs_match and self.variables_match and placed_ok and self.finite
 
+    @property
+    def feasible(self) -> bool:
+        """The placement as run fits the machine model's cluster (`violations` is empty); not part of `ok`."""
+        return not self.violations
+
     def to_dict(self) -> dict[str, Any]:
         pc = self.placement_check
         return {
@@ -438,7 +443,7 @@ class TFRunReport:
             "devices": list(self.devices), "session_target": self.session_target,
             "ops_per_device": list(self.ops_per_device), "host_ops": self.host_ops, "regrouped": self.regrouped,
             "steps": len(self.samples_us), "steps_compared": self.steps, "cost_model": self.cost_model,
-            "feasible": not self.violations, "violations": list(self.violations),
+            "feasible": self.feasible, "violations": list(self.violations),
             "predicted_us": round(self.predicted_us, 3), "measured_us": round(self.measured_us, 3),
             "reference_us": round(self.reference_us, 3),
             "measured_over_predicted": round(self.measured_us / self.predicted_us, 4) if self.predicted_us > 0
