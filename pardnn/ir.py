@@ -238,6 +238,16 @@ class OpGraph:
         return pins
 
     @cached_property
+    def pinned_nodes(self) -> np.ndarray:
+        """The ids of the pinned nodes, ascending."""
+        return np.flatnonzero(self.pinned >= 0)
+
+    @cached_property
+    def grouped_nodes(self) -> np.ndarray:
+        """The ids of the nodes in a colocation group, ascending."""
+        return np.flatnonzero(self.colocation >= 0)
+
+    @cached_property
     def unit_first(self) -> np.ndarray:
         """Per node, the lowest-numbered node of its unit (itself when ungrouped)."""
         ptr, members = self.unit_members

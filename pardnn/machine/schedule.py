@@ -136,10 +136,23 @@ class Schedule:
     peak_bytes: np.ndarray         # per device (persistent included)
     peak_time_us: np.ndarray       # per device: first instant the peak is reached
     capacity: np.ndarray           # per device (inf = unlimited)
-    violations: tuple[Violation, ...] = ()   # memory first (the device furthest over first), then pins, groups
+    rules_kept: bool = True        # every pin and colocation group is kept (see `rules_kept`)
     graph: OpGraph | None = field(default=None, repr=False)
     memory_checked: bool = True    # peaks were computed (simulate(memory=True))
     cluster: Cluster | None = field(default=None, repr=False)
+
+    @cached_property
+    def violations(self) -> tuple[Violation, ...]:
+        """How the placement breaks the machine model: memory first (the device furthest over first), then
+        pins, then groups. Worded on first use: a search simulates thousands of plans that break a limit
+        and reads only `feasible` of most."""
+        if self.feasible:
+            return ()
+        g = self._graph()
+        if self.cluster is None:
+            raise ValueError("this schedule does not know its cluster")
+        peak = self.peak_bytes if self.memory_checked else np.zeros(self.num_devices, np.int64)
+        return tuple(_violations(g, self.cluster, self.device, peak, self.peak_time_us))
 
     @cached_property
     def memory(self) -> MemoryItems:
@@ -186,7 +199,7 @@ class Schedule:
 
     @property
     def feasible(self) -> bool:
-        return not self.violations
+        return self.rules_kept and not (self.memory_checked and bool((self.peak_bytes > self.capacity).any()))
 
     @property
     def num_devices(self) -> int:
@@ -380,16 +393,25 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
     return out + rule_violations(g, dev)
 
 
+def rules_kept(g: OpGraph, dev: np.ndarray) -> bool:
+    """Whether ``dev`` keeps every pin and keeps each colocation group on one device (`rule_violations`
+    lists what it breaks)."""
+    pins, grouped = g.pinned_nodes, g.grouped_nodes
+    return not ((g.pinned[pins] != dev[pins]).any()
+                or (grouped.size and (dev[grouped] != dev[g.unit_first[grouped]]).any()))
+
+
 def rule_violations(g: OpGraph, dev: np.ndarray) -> list[Violation]:
     """The pin and colocation rules ``dev`` breaks (at most 20 of each listed, then a count)."""
     out: list[Violation] = []
-    pinned = np.flatnonzero((g.pinned >= 0) & (g.pinned != dev))
+    pins = g.pinned_nodes
+    pinned = pins[g.pinned[pins] != dev[pins]]
     for v in pinned[:20].tolist():
         out.append(Violation("pinned", f"node {g.names[v]!r} is pinned to device {int(g.pinned[v])} "
                                        f"but placed on device {int(dev[v])}", device=int(dev[v])))
     if pinned.size > 20:
         out.append(Violation("pinned", f"... and {pinned.size - 20} more pinned nodes off their device"))
-    grouped = np.flatnonzero(g.colocation >= 0)
+    grouped = g.grouped_nodes
     # the common case first: every member on its group's first member's device (O(V), no ufunc.at)
     if grouped.size and (dev[grouped] != dev[g.unit_first[grouped]]).any():
         n = len(g.group_names)
@@ -448,7 +470,7 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
                 recent.insert(0, recent.pop(i))
                 return dataclasses.replace(s, device=dev)
     s = _simulate(g, cluster, dev, memory)
-    size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f.name).nbytes for f in fields(s.transfers))
+    size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f).nbytes for f in _TRANSFER_FIELDS)
     with _RECENT_LOCK:
         recent.insert(0, (cluster, memory, key, dev.copy(), dataclasses.replace(s), size))
         held = 0
@@ -472,15 +494,17 @@ def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Sc
     np.add.at(persistent, dev, g.persistent_bytes)
     peak = persistent + run.transient if memory else persistent.copy()
     peak_t = run.peak_t if memory else np.zeros(K)
-    violations = _violations(g, cluster, dev, peak if memory else np.zeros(K, np.int64), peak_t)
     s = Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
-                 cluster.capacity.copy(), tuple(violations), g, memory, cluster)
+                 cluster.capacity.copy(), rules_kept(g, dev), g, memory, cluster)
     # a schedule is a value (the memo hands the same arrays to every caller): its arrays are read-only,
     # all but ``device``, which is the caller's own assignment
     for a in (s.start_us, s.finish_us, s.ready_us, s.persistent_bytes, s.peak_bytes, s.peak_time_us, s.capacity,
-              *(getattr(transfers, f.name) for f in fields(transfers))):
+              *(getattr(transfers, f) for f in _TRANSFER_FIELDS)):
         a.flags.writeable = False
     return s
+
+
+_TRANSFER_FIELDS = tuple(f.name for f in fields(Transfers))
 
 
 def single_device_peak(g: OpGraph) -> int:

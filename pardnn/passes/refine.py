@@ -365,12 +365,23 @@ def targets(cluster: Cluster, dev: np.ndarray) -> list[int]:
     return np.flatnonzero(used).tolist()
 
 
+_LABELS = ("pull consumer", "push producer", "pull path", "move consumer", "switch node", "switch path")
+"""The labels `propose` gives its moves; ties in its order are broken by label, alphabetically."""
+_LABEL_RANK = np.argsort(np.argsort(np.array(_LABELS)))
+
+
 def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Chain, mover: _Mover, *,
             top_links: int = 64, every_target: bool = False) -> list[_Move]:
     """Moves along the chain's ``top_links`` longest waits, best estimated gain first.
 
-    With ``every_target``, an op waiting for an input may also move to any third device, and moves with
-    no estimated gain are kept (at the end of the list).
+    Along each link (longest first): across a transfer ``p -> c`` (devices a, b), ``c`` to a ("pull
+    consumer"), ``p`` to b ("push producer"), ``c``'s path segment to a ("pull path"), and with
+    ``every_target`` ``c`` to each third device ("move consumer", no estimated gain); where ``c`` waited
+    for its device, ``c`` ("switch node") and its path segment ("switch path") to each other device.
+    Sorted by estimated gain (highest first), then target, first four nodes, label, and the order above;
+    each (nodes, target) kept once, where it ranks first. Moves with no estimated gain are left out unless
+    ``every_target``. Built with numpy, not one Python object per candidate: the second neighbourhood's
+    list covers the whole chain at every target.
     """
     K = cluster.num_devices
     dev = s.device
@@ -378,50 +389,94 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
         return []
     pick = np.argsort(-chain.delay_us, kind="stable")[:top_links]
     pick = pick[chain.delay_us[pick] > 0]
+    if pick.size == 0:
+        return []
     A = cm.comm_by_device(g, dev, K)
-    moves: list[_Move] = []
-    dev_links = pick[chain.kind[pick] == DEVICE]
-    frees = free_at(s, K, s.ready_us[chain.dst[dev_links]]) if dev_links.size else None
-    row = {int(i): r for r, i in enumerate(dev_links.tolist())}
-    segments: dict = {}
-    to = targets(cluster, dev)
-    for i in pick.tolist():
-        p, c, delay = int(chain.src[i]), int(chain.dst[i]), float(chain.delay_us[i])
-        if chain.kind[i] == EDGE:
-            a, b = int(dev[p]), int(dev[c])
-            if a == b:
-                continue
-            moves.append(_Move(delay - (A[c, b] - A[c, a]), (c,), a, "pull consumer"))
-            moves.append(_Move(delay - (A[p, a] - A[p, b]), (p,), b, "push producer"))
-            seg = mover.path_segment(c, dev, segments)
+    to = np.asarray(targets(cluster, dev), dtype=np.int64)
+    T = to.size
+    slots = 3 + 2 * T           # the order in which one link's moves were listed, within the link
+    link = np.arange(pick.size, dtype=np.int64)
+    src, dst, delay = chain.src[pick].astype(np.int64), chain.dst[pick].astype(np.int64), chain.delay_us[pick]
+    is_edge = chain.kind[pick] == EDGE
+    # transfers and control edges between devices (a link within one device proposes nothing)
+    e = np.flatnonzero(is_edge & (dev[src] != dev[dst]))
+    ep, ec, ed, el = src[e], dst[e], delay[e], link[e]
+    ea, eb = dev[ep], dev[ec]
+    # waits for a busy device
+    w = np.flatnonzero(~is_edge)
+    wc, wd, wl = dst[w], delay[w], link[w]
+    here = dev[wc]
+    # path segments of the consumers (one shared array per (path, device), as `_Mover.path_segment` keeps)
+    segs: list[np.ndarray] = []
+    cons = np.concatenate([ec, wc])
+    seg_of = np.full(cons.size, -1, dtype=np.int64)      # index into ``segs``, -1 for a segment of one op
+    if mover.path is not None and cons.size:
+        keys = mover.path[cons].astype(np.int64) * K + dev[cons]
+        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        cache: dict = {}
+        sid = np.full(uniq.size, -1, dtype=np.int64)
+        for u, v in enumerate(cons[first].tolist()):
+            seg = mover.path_segment(v, dev, cache)
             if seg.size > 1:
-                moves.append(_Move(delay, seg, a, "pull path"))
-            if every_target:
-                for e in to:
-                    if e not in (a, b):
-                        moves.append(_Move(delay - (A[c, b] - A[c, e]) - delay, (c,), e, "move consumer"))
-        else:
-            here = int(dev[c])
-            wait_free = frees[row[i]] - s.ready_us[c]
-            for e in to:
-                if e == here:
-                    continue
-                pen = A[c, here] - A[c, e]
-                gain = delay - pen - wait_free[e]
-                moves.append(_Move(gain, (c,), e, "switch node"))
-                seg = mover.path_segment(c, dev, segments)
-                if seg.size > 1:
-                    moves.append(_Move(gain * PATH_GAIN_SHARE, seg, e, "switch path"))
-    moves.sort(key=lambda m: (-m.gain, m.target, m.head(), m.label))
-    out, seen = [], set()
-    for m in moves:
-        if m.gain <= 0 and not every_target:
-            continue
-        key = m.key()
-        if key not in seen:
-            seen.add(key)
-            out.append(m)
+                sid[u] = len(segs)
+                segs.append(seg)
+        seg_of = sid[inv.reshape(-1)]
+    eseg, wseg = seg_of[:e.size], seg_of[e.size:]
+    gains, nodes, segids, tgts, labels, seqs = [], [], [], [], [], []
+
+    def add(gain, node, segid, target, label, seq):
+        n = np.size(gain)
+        gains.append(np.asarray(gain, dtype=np.float64).reshape(n))
+        for out, x in ((nodes, node), (segids, segid), (tgts, target), (seqs, seq)):
+            out.append(np.broadcast_to(np.asarray(x, dtype=np.int64), (n,)))
+        labels.append(np.full(n, _LABEL_RANK[label], dtype=np.int64))
+
+    add(ed - (A[ec, eb] - A[ec, ea]), ec, -1, ea, 0, el * slots)
+    add(ed - (A[ep, ea] - A[ep, eb]), ep, -1, eb, 1, el * slots + 1)
+    ps = np.flatnonzero(eseg >= 0)
+    add(ed[ps], -1, eseg[ps], ea[ps], 2, el[ps] * slots + 2)
+    if every_target and T:
+        third = (to[None, :] != ea[:, None]) & (to[None, :] != eb[:, None])
+        r, k = np.nonzero(third)
+        add(ed[r] - (A[ec[r], eb[r]] - A[ec[r], to[k]]) - ed[r], ec[r], -1, to[k], 3, el[r] * slots + 3 + k)
+    if w.size and T:
+        frees = free_at(s, K, s.ready_us[wc])
+        other = to[None, :] != here[:, None]
+        r, k = np.nonzero(other)
+        c, t = wc[r], to[k]
+        gain = wd[r] - (A[c, here[r]] - A[c, t]) - (frees[r, t] - s.ready_us[c])
+        add(gain, c, -1, t, 4, wl[r] * slots + 2 * k)
+        sp = np.flatnonzero(wseg[r] >= 0)
+        add(gain[sp] * PATH_GAIN_SHARE, -1, wseg[r[sp]], t[sp], 5, wl[r[sp]] * slots + 2 * k[sp] + 1)
+    gain, node, segid, tgt, label, seq = (np.concatenate(x) for x in (gains, nodes, segids, tgts, labels, seqs))
+    if not every_target:
+        keep = gain > 0
+        gain, node, segid, tgt, label, seq = gain[keep], node[keep], segid[keep], tgt[keep], label[keep], seq[keep]
+    if gain.size == 0:
+        return []
+    # the first four nodes (a single op's: itself, then -1s, so it sorts before a segment it starts)
+    head = np.full((gain.size, 4), -1, dtype=np.int64)
+    single = segid < 0
+    head[single, 0] = node[single]
+    if segs:
+        heads = np.full((len(segs), 4), -1, dtype=np.int64)
+        for i, seg in enumerate(segs):
+            heads[i, :min(4, seg.size)] = seg[:4]
+        head[~single] = heads[segid[~single]]
+    order = np.lexsort((seq, label, head[:, 3], head[:, 2], head[:, 1], head[:, 0], tgt, -gain))
+    # each (op or segment, target) once, where it ranks first
+    ident = np.where(single, node, g.num_nodes + segid)[order] * K + tgt[order]
+    _, firsts = np.unique(ident, return_index=True)
+    order = order[np.sort(firsts)]
+    out = []
+    for gn, nd, sg, tg, lb in zip(gain[order].tolist(), node[order].tolist(), segid[order].tolist(),
+                                  tgt[order].tolist(), label[order].tolist()):
+        out.append(_Move(gn, (nd,) if sg < 0 else segs[sg], tg, _LABEL_NAMES[lb]))
     return out
+
+
+_LABEL_NAMES = tuple(_LABELS[i] for i in np.argsort(_LABEL_RANK))
+"""Label by rank (the inverse of `_LABEL_RANK`)."""
 
 
 def path_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mover: _Mover) -> list[_Move]:

@@ -320,6 +320,38 @@ def test_split_colocation_groups_are_all_named():
         assert got == want
 
 
+def test_feasible_is_read_without_wording_the_violations_and_agrees_with_them():
+    """`Schedule.feasible` reads the peaks and a check of pins and groups; the violations are worded only when
+    asked for. On random plans of a graph with pins, groups and weights, with and without memory and at
+    capacities either side of the peaks, the two agree, and the list is what `rule_violations` and the
+    peaks say, worst device first."""
+    from pardnn.machine.schedule import rule_violations, rules_kept
+
+    names = [(f"n{i}", 1 + i % 4, 100 * (i % 7), {"colocation": f"g{i % 4}"} if i % 3 == 0 else
+              {"pinned": i % 3} if i % 11 == 1 else {"persistent_bytes": 50 * (i % 5)}) for i in range(40)]
+    g = tiny(names, [(f"n{i}", f"n{j}") for i in range(40) for j in (i + 1, i + 7) if j < 40])
+    rng = np.random.default_rng(11)
+    seen = set()
+    for t in range(300):
+        k = 2 + t % 3
+        dev = rng.integers(0, k, size=40)
+        if t % 2:       # keep the rules: groups whole, pins kept
+            dev = dev[g.unit_first]
+            dev[g.pinned >= 0] = g.pinned[g.pinned >= 0] % k
+        memory = bool(t % 5)
+        peak = simulate(g, cluster(k), dev, memory=True).peak_bytes
+        cap = int(rng.choice([int(peak.max()), int(peak.max()) - 1, int(peak.min()), 10**9]))
+        s = simulate(g, cluster(k, memory=cap), dev, memory=memory)
+        kept = rules_kept(g, dev)
+        assert kept == (not rule_violations(g, dev))
+        over = sorted((int(b - cap), -d) for d, b in enumerate(s.peak_bytes) if memory and b > cap)[::-1]
+        assert s.feasible == (kept and not over) == (s.violations == ())
+        assert [(v.bytes_over, -v.device) for v in s.violations if v.kind == "memory"] == over
+        assert [v.message for v in s.violations if v.kind != "memory"] == [v.message for v in rule_violations(g, dev)]
+        seen.add((s.feasible, kept, bool(over)))
+    assert len(seen) == 4
+
+
 def test_placement_out_of_range_is_rejected():
     g = tiny([("a", 1)], [])
     with pytest.raises(PlacementError, match="device 3"):
