@@ -17,6 +17,7 @@ the temporary file.
 from __future__ import annotations
 
 import contextvars
+import errno
 import fcntl
 import gc
 import gzip
@@ -292,6 +293,7 @@ def _commit(staged: _Staged) -> None:
     done: list[tuple[Path, str | None]] = []     # (target, its previous content's backup or None)
     i = 0
     opened: list = []
+    reader_gone = False
     try:
         check_interrupt()
         for data, target in staged.streams:     # opened first: a FIFO waits here for its reader, before any rename
@@ -326,6 +328,10 @@ def _commit(staged: _Staged) -> None:
         for handle, (data, target) in zip(opened, staged.streams):     # cannot be undone: after every rename
             try:
                 _write_opened(handle, data)
+            except BrokenPipeError:
+                if not names_stdout(target):
+                    raise _StreamFailure(target, BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))) from None
+                reader_gone = True      # stdout's reader went away (``-o /dev/stdout | head``): the rest stands
             except OSError as exc:
                 raise _StreamFailure(target, exc) from None
     except BaseException as exc:
@@ -344,6 +350,8 @@ def _commit(staged: _Staged) -> None:
     for _, old in done:
         if old is not None:
             Path(old).unlink(missing_ok=True)
+    if reader_gone:     # every other output is written; the command ends as when ``-o -`` meets a closed pipe
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 class _StreamFailure(Exception):

@@ -316,6 +316,26 @@ def test_an_output_on_stdout_gets_stdout_to_itself(small_graph, flags):
 
 
 
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout on this platform")
+@pytest.mark.parametrize("out", ["/dev/stdout", "/dev/fd/1"])
+def test_a_reader_that_leaves_stdout_early_is_no_error_and_the_other_outputs_are_written(small_graph, out):
+    """``pardnn partition g.json -o /dev/stdout | head -c 50`` exited 7 ("/dev/stdout: cannot write: Broken
+    pipe"), where ``pardnn info x | head`` exits 0. Now it ends quietly with 0 too, and an output named beside
+    it (``--report``) is written whole. Here stdout's reader has gone before pardnn writes (a pipe whose read
+    end is closed); any other write failure is still exit 7."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "partition", "g.json",
+                            "-k", "2", "-o", out, "--report", "r.html"], cwd=small_graph, stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "cannot write" not in r.stderr, r.stderr
+    assert (small_graph / "r.html").read_text().rstrip().endswith("</html>")
+
+
 @pytest.mark.parametrize("args", [["rewrite", "m.keras", "p.json", "-o", "placed"],
                                   ["run", "m.keras", "p.json", "--write", "placed"]])
 def test_a_savedmodel_output_onto_a_full_directory_is_an_output_error_before_any_work(tmp_path, args):
