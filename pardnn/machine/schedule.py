@@ -23,7 +23,6 @@ rules a placement breaks), so none of them needs the kernel's layout.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import threading
 from dataclasses import dataclass, field, fields
@@ -468,11 +467,11 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
         for i, (c, m, k, d, s, _) in enumerate(recent):
             if k == key and c is cluster and m == memory and np.array_equal(d, dev):
                 recent.insert(0, recent.pop(i))
-                return dataclasses.replace(s, device=dev)
+                return _with_device(s, dev)
     s = _simulate(g, cluster, dev, memory)
     size = dev.nbytes + s.start_us.nbytes * 3 + sum(getattr(s.transfers, f).nbytes for f in _TRANSFER_FIELDS)
     with _RECENT_LOCK:
-        recent.insert(0, (cluster, memory, key, dev.copy(), dataclasses.replace(s), size))
+        recent.insert(0, (cluster, memory, key, dev.copy(), _with_device(s, s.device), size))
         held = 0
         for i, entry in enumerate(recent):
             held += entry[5]
@@ -480,6 +479,16 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
                 del recent[i:]
                 break
     return s
+
+
+def _with_device(s: Schedule, dev: np.ndarray) -> Schedule:
+    """A new `Schedule` with ``s``'s fields (its arrays shared, read-only) and ``dev`` as its ``device``;
+    what ``s`` has worked out on first use (`Schedule.memory`, `Schedule.violations`) is worked out anew.
+    (`dataclasses.replace` does the same through the constructor, at several times the cost.)"""
+    out = object.__new__(Schedule)
+    out.__dict__.update({f: v for f, v in s.__dict__.items() if f in _SCHEDULE_FIELDS})
+    object.__setattr__(out, "device", dev)
+    return out
 
 
 def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Schedule:
@@ -505,6 +514,7 @@ def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Sc
 
 
 _TRANSFER_FIELDS = tuple(f.name for f in fields(Transfers))
+_SCHEDULE_FIELDS = frozenset(f.name for f in fields(Schedule))
 
 
 def single_device_peak(g: OpGraph) -> int:
