@@ -17,7 +17,6 @@ the temporary file.
 from __future__ import annotations
 
 import contextvars
-import errno
 import fcntl
 import gc
 import gzip
@@ -230,7 +229,11 @@ def _open_through(target: Path):
     return fh.fileno(), fh
 
 
-def _write_opened(handle, data: bytes) -> None:
+def _write_opened(handle, data: bytes, target: Path | None = None) -> None:
+    """Write ``data`` through ``handle`` (`_open_through`'s) and close what was opened. When ``target`` is
+    this process's stdout (`names_stdout`) and its reader has gone (``-o /dev/stdout | head -c 50``), the
+    rest of the output is dropped and stdout is pointed at the null device, as a reader that stops early
+    asks; it is no error, and the command goes on (its summary on stderr, its exit code its own)."""
     fd, fh = handle
     try:
         # our own descriptor (-o /dev/stdout) is written at its place in what the command prints, after
@@ -243,11 +246,25 @@ def _write_opened(handle, data: bytes) -> None:
                 except (AttributeError, OSError, ValueError):
                     pass
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except BrokenPipeError:
+            if target is None or not names_stdout(target):
+                raise
+            _silence(fd)
     finally:
         if fh is not None:
             fh.close()
+
+
+def _silence(fd: int) -> None:
+    """Point descriptor ``fd`` (stdout, whose reader has gone) at the null device."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _close_opened(handles) -> None:
@@ -293,7 +310,6 @@ def _commit(staged: _Staged) -> None:
     done: list[tuple[Path, str | None]] = []     # (target, its previous content's backup or None)
     i = 0
     opened: list = []
-    reader_gone = False
     try:
         check_interrupt()
         for data, target in staged.streams:     # opened first: a FIFO waits here for its reader, before any rename
@@ -327,11 +343,7 @@ def _commit(staged: _Staged) -> None:
         check_interrupt()
         for handle, (data, target) in zip(opened, staged.streams):     # cannot be undone: after every rename
             try:
-                _write_opened(handle, data)
-            except BrokenPipeError:
-                if not names_stdout(target):
-                    raise _StreamFailure(target, BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))) from None
-                reader_gone = True      # stdout's reader went away (``-o /dev/stdout | head``): the rest stands
+                _write_opened(handle, data, target)
             except OSError as exc:
                 raise _StreamFailure(target, exc) from None
     except BaseException as exc:
@@ -350,8 +362,6 @@ def _commit(staged: _Staged) -> None:
     for _, old in done:
         if old is not None:
             Path(old).unlink(missing_ok=True)
-    if reader_gone:     # every other output is written; the command ends as when ``-o -`` meets a closed pipe
-        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 class _StreamFailure(Exception):
@@ -497,7 +507,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
             staged.streams.append((data, p))
             return p
         try:
-            _write_opened(_open_through(p), data)
+            _write_opened(_open_through(p), data, p)
         except OSError as exc:
             raise _failure(p, exc) from None
         return p
