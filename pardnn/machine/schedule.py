@@ -135,7 +135,7 @@ class Schedule:
     peak_bytes: np.ndarray         # per device (persistent included)
     peak_time_us: np.ndarray       # per device: first instant the peak is reached
     capacity: np.ndarray           # per device (inf = unlimited)
-    rules_kept: bool = True        # every pin and colocation group is kept (see `rules_kept`)
+    broken_rules: tuple[Violation, ...] = ()   # the pins and groups the placement breaks (`rule_violations`)
     graph: OpGraph | None = field(default=None, repr=False)
     memory_checked: bool = True    # peaks were computed (simulate(memory=True))
     cluster: Cluster | None = field(default=None, repr=False)
@@ -147,11 +147,12 @@ class Schedule:
         and reads only `feasible` of most."""
         if self.feasible:
             return ()
-        g = self._graph()
         if self.cluster is None:
             raise ValueError("this schedule does not know its cluster")
-        peak = self.peak_bytes if self.memory_checked else np.zeros(self.num_devices, np.int64)
-        return tuple(_violations(g, self.cluster, self.device, peak, self.peak_time_us))
+        if not self.memory_checked:
+            return self.broken_rules
+        return tuple(_memory_violations(self.cluster, self.capacity, self.peak_bytes, self.peak_time_us)) \
+            + self.broken_rules
 
     @cached_property
     def memory(self) -> MemoryItems:
@@ -198,7 +199,7 @@ class Schedule:
 
     @property
     def feasible(self) -> bool:
-        return self.rules_kept and not (self.memory_checked and bool((self.peak_bytes > self.capacity).any()))
+        return not self.broken_rules and not (self.memory_checked and bool((self.peak_bytes > self.capacity).any()))
 
     @property
     def num_devices(self) -> int:
@@ -378,10 +379,9 @@ def _device_levels(m: MemoryItems, device: int) -> tuple[np.ndarray, np.ndarray]
     return time[keep], level[keep]
 
 
-def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
-                peak_t: np.ndarray) -> list[Violation]:
+def _memory_violations(cluster: Cluster, cap: np.ndarray, peak: np.ndarray, peak_t: np.ndarray) -> list[Violation]:
+    """Each device over its capacity ``cap``, the one furthest over first."""
     out: list[Violation] = []
-    cap = cluster.capacity
     over = np.flatnonzero(peak > cap)
     for d in over[np.argsort(cap[over] - peak[over], kind="stable")]:     # the device furthest over first
         d = int(d)
@@ -389,7 +389,7 @@ def _violations(g: OpGraph, cluster: Cluster, dev: np.ndarray, peak: np.ndarray,
         out.append(Violation("memory", f"device {d} ({cluster.devices[d].name}) needs {format_bytes(int(peak[d]))} at "
                                        f"t={peak_t[d]:.1f}us but has {format_bytes(int(cap[d]))}: {over} bytes short",
                              device=d, bytes_over=over, time_us=float(peak_t[d])))
-    return out + rule_violations(g, dev)
+    return out
 
 
 def rules_kept(g: OpGraph, dev: np.ndarray) -> bool:
@@ -504,7 +504,8 @@ def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Sc
     peak = persistent + run.transient if memory else persistent.copy()
     peak_t = run.peak_t if memory else np.zeros(K)
     s = Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
-                 cluster.capacity.copy(), rules_kept(g, dev), g, memory, cluster)
+                 cluster.capacity.copy(), () if rules_kept(g, dev) else tuple(rule_violations(g, dev)), g, memory,
+                 cluster)
     # a schedule is a value (the memo hands the same arrays to every caller): its arrays are read-only,
     # all but ``device``, which is the caller's own assignment
     for a in (s.start_us, s.finish_us, s.ready_us, s.persistent_bytes, s.peak_bytes, s.peak_time_us, s.capacity,

@@ -342,14 +342,45 @@ def test_feasible_is_read_without_wording_the_violations_and_agrees_with_them():
         peak = simulate(g, cluster(k), dev, memory=True).peak_bytes
         cap = int(rng.choice([int(peak.max()), int(peak.max()) - 1, int(peak.min()), 10**9]))
         s = simulate(g, cluster(k, memory=cap), dev, memory=memory)
+        feasible = s.feasible
+        assert "violations" not in s.__dict__       # read without wording them
         kept = rules_kept(g, dev)
         assert kept == (not rule_violations(g, dev))
         over = sorted((int(b - cap), -d) for d, b in enumerate(s.peak_bytes) if memory and b > cap)[::-1]
-        assert s.feasible == (kept and not over) == (s.violations == ())
+        assert feasible == (kept and not over) == (s.violations == ())
         assert [(v.bytes_over, -v.device) for v in s.violations if v.kind == "memory"] == over
         assert [v.message for v in s.violations if v.kind != "memory"] == [v.message for v in rule_violations(g, dev)]
         seen.add((s.feasible, kept, bool(over)))
     assert len(seen) == 4
+
+
+def test_the_violations_are_those_of_the_plan_simulated_even_if_the_callers_array_changes_after():
+    """`Schedule.device` is the caller's own array; the violations, worded later, are still those of the plan
+    that was simulated (a review found them worded from the array as it was when first asked for)."""
+    g = tiny([("a", 1, 0, {"pinned": 0}), ("b", 1, 0, {"colocation": "g"}), ("c", 1, 0, {"colocation": "g"})], [])
+    dev = np.array([1, 0, 1])
+    s = simulate(g, cluster(2), dev)
+    dev[:] = [0, 0, 0]
+    assert not s.feasible
+    assert sorted(v.kind for v in s.violations) == ["colocation", "pinned"]
+
+
+def test_a_remembered_schedule_comes_back_with_the_callers_array_and_nothing_worked_out_before():
+    """`simulate` hands a repeat its remembered schedule again (`_with_device`): the new caller's array as its
+    ``device``, the same step, and what an earlier caller's copy worked out on first use (its memory items,
+    its violations) not carried over."""
+    g = tiny([("a", 1, 500), ("b", 2, 700), ("c", 1, 0, {"persistent_bytes": 900})], [("a", "b"), ("a", "c")])
+    c = cluster(2, memory=1000)
+    first = np.array([0, 1, 1])
+    s1 = simulate(g, c, first)
+    _ = s1.memory, s1.violations
+    again = first.copy()
+    s2 = simulate(g, c, again)
+    assert s2 is not s1 and s2.device is again and s1.device is first
+    assert "memory" not in s2.__dict__ and "violations" not in s2.__dict__
+    assert s2.makespan_us == s1.makespan_us and s2.start_us is s1.start_us
+    assert [v.message for v in s2.violations] == [v.message for v in s1.violations] and not s2.feasible
+    assert np.array_equal(s2.memory.bytes, s1.memory.bytes)
 
 
 def test_placement_out_of_range_is_rejected():
