@@ -338,27 +338,27 @@ def _with_stdout_gone(args, cwd):
 
 @pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="no /dev/stdout on this platform")
 @pytest.mark.parametrize("args, code, said", [
-    (["partition", "big.json", "-k", 2, "--method", "single", "-o", "/dev/stdout", "--report", "r.html"], 0,
+    (["partition", "g.json", "-k", 2, "--method", "single", "-o", "/dev/stdout", "--report", "r.html"], 0,
      "predicted step time"),
-    (["partition", "big.json", "-k", 2, "--method", "single", "-o", "/dev/fd/1", "--report", "r.html", "--json"], 0,
+    (["partition", "g.json", "-k", 2, "--method", "single", "-o", "/dev/fd/1", "--report", "r.html", "--json"], 0,
      '"makespan_us"'),
-    (["partition", "big.json", "-k", 2, "--method", "single", "-m", "4B", "--allow-infeasible",
+    (["partition", "g.json", "-k", 2, "--method", "single", "-m", "4B", "--allow-infeasible",
       "--no-capacity-search", "-o", "/dev/stdout", "--report", "r.html"], 4, "breaks the machine model"),
-    (["simulate", "big.json", "p.json", "--trace", "/dev/stdout"], 0, "predicted step time"),
-    (["import", "big.json", "-o", "/dev/stdout"], 0, "wrote /dev/stdout"),
+    (["simulate", "g.json", "p.json", "--trace", "/dev/stdout"], 0, "predicted step time"),
+    (["import", "g.json", "-o", "/dev/stdout"], 0, "wrote /dev/stdout"),
 ])
-def test_a_reader_that_leaves_stdout_early_is_no_error(long_chain, args, code, said):
+def test_a_reader_that_leaves_stdout_early_is_no_error(small_graph, args, code, said):
     """``pardnn partition g.json -o /dev/stdout | head -c 50`` exited 7 ("/dev/stdout: cannot write: Broken
     pipe"), where ``pardnn info x | head`` exits 0. Now the rest of that output is dropped and the command
     goes on: its other outputs are written, its summary goes to stderr as with any output on stdout, and
     its exit code is its own (4 for a placement that breaks memory, as with stdout on /dev/null)."""
-    r = _pardnn_piped(["partition", "big.json", "-k", 2, "--method", "single", "-o", "p.json"], long_chain)
+    r = _pardnn_piped(["partition", "g.json", "-k", 2, "--method", "single", "-o", "p.json"], small_graph)
     assert r.returncode == 0, r.stderr
-    r = _with_stdout_gone(args, long_chain)
+    r = _with_stdout_gone(args, small_graph)
     assert r.returncode == code, r.stderr
     assert said in r.stderr and "Broken pipe" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     if "--report" in args:
-        assert (long_chain / "r.html").read_text().rstrip().endswith("</html>")
+        assert (small_graph / "r.html").read_text().rstrip().endswith("</html>")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
