@@ -229,7 +229,7 @@ def _open_through(target: Path):
     return fh.fileno(), fh
 
 
-def _write_opened(handle, data: bytes, target: Path | None = None) -> None:
+def _write_opened(handle, data: bytes, target: Path) -> None:
     """Write ``data`` through ``handle`` (`_open_through`'s) and close what was opened. When ``target`` is
     this process's stdout (`names_stdout`) and its reader has gone (``-o /dev/stdout | head -c 50``), the
     rest of the output is dropped and stdout is pointed at the null device, as a reader that stops early
@@ -250,7 +250,7 @@ def _write_opened(handle, data: bytes, target: Path | None = None) -> None:
             while view:
                 view = view[os.write(fd, view):]
         except BrokenPipeError:
-            if target is None or not names_stdout(target):
+            if not names_stdout(target):
                 raise
             _silence(fd)
     finally:

@@ -392,14 +392,6 @@ def _memory_violations(cluster: Cluster, cap: np.ndarray, peak: np.ndarray, peak
     return out
 
 
-def rules_kept(g: OpGraph, dev: np.ndarray) -> bool:
-    """Whether ``dev`` keeps every pin and keeps each colocation group on one device (`rule_violations`
-    lists what it breaks)."""
-    pins, grouped = g.pinned_nodes, g.grouped_nodes
-    return not ((g.pinned[pins] != dev[pins]).any()
-                or (grouped.size and (dev[grouped] != dev[g.unit_first[grouped]]).any()))
-
-
 def rule_violations(g: OpGraph, dev: np.ndarray) -> list[Violation]:
     """The pin and colocation rules ``dev`` breaks (at most 20 of each listed, then a count)."""
     out: list[Violation] = []
@@ -504,8 +496,7 @@ def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Sc
     peak = persistent + run.transient if memory else persistent.copy()
     peak_t = run.peak_t if memory else np.zeros(K)
     s = Schedule(run.makespan_us, dev, run.start, run.finish, run.ready, transfers, persistent, peak, peak_t,
-                 cluster.capacity.copy(), () if rules_kept(g, dev) else tuple(rule_violations(g, dev)), g, memory,
-                 cluster)
+                 cluster.capacity.copy(), tuple(rule_violations(g, dev)), g, memory, cluster)
     # a schedule is a value (the memo hands the same arrays to every caller): its arrays are read-only,
     # all but ``device``, which is the caller's own assignment
     for a in (s.start_us, s.finish_us, s.ready_us, s.persistent_bytes, s.peak_bytes, s.peak_time_us, s.capacity,

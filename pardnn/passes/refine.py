@@ -176,20 +176,6 @@ class _Move:
         self.target = target
         self.label = label
 
-    def head(self) -> tuple[int, ...]:
-        """The first four nodes (a tie-break when proposals are sorted)."""
-        n = self.nodes
-        return n[:4] if isinstance(n, tuple) else tuple(n[:4].tolist())
-
-    def key(self) -> tuple:
-        """What the move changes: the same nodes to the same device (long node lists by ends and size)."""
-        n = self.nodes
-        if isinstance(n, tuple):
-            nodes = n if len(n) < 8 else (n[0], len(n), n[-1])
-        else:
-            nodes = tuple(n.tolist()) if len(n) < 8 else (int(n[0]), len(n), int(n[-1]))
-        return nodes, self.target
-
 
 class _Mover:
     """Turns proposals into assignments, keeping units whole and pins fixed."""
@@ -365,9 +351,8 @@ def targets(cluster: Cluster, dev: np.ndarray) -> list[int]:
     return np.flatnonzero(used).tolist()
 
 
-_LABELS = ("pull consumer", "push producer", "pull path", "move consumer", "switch node", "switch path")
-"""The labels `propose` gives its moves; ties in its order are broken by label, alphabetically."""
-_LABEL_RANK = np.argsort(np.argsort(np.array(_LABELS)))
+_LABELS = ("move consumer", "pull consumer", "pull path", "push producer", "switch node", "switch path")
+"""The labels `propose` gives its moves, in alphabetical order: ties in its order are broken by label."""
 
 
 def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Chain, mover: _Mover, *,
@@ -395,16 +380,16 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     to = np.asarray(targets(cluster, dev), dtype=np.int64)
     T = to.size
     slots = 3 + 2 * T           # the order in which one link's moves were listed, within the link
-    link = np.arange(pick.size, dtype=np.int64)
     src, dst, delay = chain.src[pick].astype(np.int64), chain.dst[pick].astype(np.int64), chain.delay_us[pick]
     is_edge = chain.kind[pick] == EDGE
-    # transfers and control edges between devices (a link within one device proposes nothing)
-    e = np.flatnonzero(is_edge & (dev[src] != dev[dst]))
-    ep, ec, ed, el = src[e], dst[e], delay[e], link[e]
+    # transfers and control edges between devices (a link within one device proposes nothing); ``el``, ``wl``:
+    # the links' places in ``pick``
+    el = np.flatnonzero(is_edge & (dev[src] != dev[dst]))
+    ep, ec, ed = src[el], dst[el], delay[el]
     ea, eb = dev[ep], dev[ec]
     # waits for a busy device
-    w = np.flatnonzero(~is_edge)
-    wc, wd, wl = dst[w], delay[w], link[w]
+    wl = np.flatnonzero(~is_edge)
+    wc, wd = dst[wl], delay[wl]
     here = dev[wc]
     # path segments of the consumers (one shared array per (path, device), as `_Mover.path_segment` keeps)
     segs: list[np.ndarray] = []
@@ -421,7 +406,7 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
                 sid[u] = len(segs)
                 segs.append(seg)
         seg_of = sid[inv.reshape(-1)]
-    eseg, wseg = seg_of[:e.size], seg_of[e.size:]
+    eseg, wseg = seg_of[:el.size], seg_of[el.size:]
     gains, nodes, segids, tgts, labels, seqs = [], [], [], [], [], []
 
     def add(gain, node, segid, target, label, seq):
@@ -429,25 +414,27 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
         gains.append(np.asarray(gain, dtype=np.float64).reshape(n))
         for out, x in ((nodes, node), (segids, segid), (tgts, target), (seqs, seq)):
             out.append(np.broadcast_to(np.asarray(x, dtype=np.int64), (n,)))
-        labels.append(np.full(n, _LABEL_RANK[label], dtype=np.int64))
+        labels.append(np.full(n, _LABELS.index(label), dtype=np.int64))
 
-    add(ed - (A[ec, eb] - A[ec, ea]), ec, -1, ea, 0, el * slots)
-    add(ed - (A[ep, ea] - A[ep, eb]), ep, -1, eb, 1, el * slots + 1)
+    add(ed - (A[ec, eb] - A[ec, ea]), ec, -1, ea, "pull consumer", el * slots)
+    add(ed - (A[ep, ea] - A[ep, eb]), ep, -1, eb, "push producer", el * slots + 1)
     ps = np.flatnonzero(eseg >= 0)
-    add(ed[ps], -1, eseg[ps], ea[ps], 2, el[ps] * slots + 2)
+    add(ed[ps], -1, eseg[ps], ea[ps], "pull path", el[ps] * slots + 2)
     if every_target and T:
         third = (to[None, :] != ea[:, None]) & (to[None, :] != eb[:, None])
         r, k = np.nonzero(third)
-        add(ed[r] - (A[ec[r], eb[r]] - A[ec[r], to[k]]) - ed[r], ec[r], -1, to[k], 3, el[r] * slots + 3 + k)
-    if w.size and T:
+        add(ed[r] - (A[ec[r], eb[r]] - A[ec[r], to[k]]) - ed[r], ec[r], -1, to[k], "move consumer",
+            el[r] * slots + 3 + k)
+    if wl.size and T:
         frees = free_at(s, K, s.ready_us[wc])
         other = to[None, :] != here[:, None]
         r, k = np.nonzero(other)
         c, t = wc[r], to[k]
         gain = wd[r] - (A[c, here[r]] - A[c, t]) - (frees[r, t] - s.ready_us[c])
-        add(gain, c, -1, t, 4, wl[r] * slots + 2 * k)
+        add(gain, c, -1, t, "switch node", wl[r] * slots + 2 * k)
         sp = np.flatnonzero(wseg[r] >= 0)
-        add(gain[sp] * PATH_GAIN_SHARE, -1, wseg[r[sp]], t[sp], 5, wl[r[sp]] * slots + 2 * k[sp] + 1)
+        add(gain[sp] * PATH_GAIN_SHARE, -1, wseg[r[sp]], t[sp], "switch path",
+            wl[r[sp]] * slots + 2 * k[sp] + 1)
     gain, node, segid, tgt, label, seq = (np.concatenate(x) for x in (gains, nodes, segids, tgts, labels, seqs))
     if not every_target:
         keep = gain > 0
@@ -471,12 +458,8 @@ def propose(g: OpGraph, cluster: Cluster, cm: CostModel, s: Schedule, chain: Cha
     out = []
     for gn, nd, sg, tg, lb in zip(gain[order].tolist(), node[order].tolist(), segid[order].tolist(),
                                   tgt[order].tolist(), label[order].tolist()):
-        out.append(_Move(gn, (nd,) if sg < 0 else segs[sg], tg, _LABEL_NAMES[lb]))
+        out.append(_Move(gn, (nd,) if sg < 0 else segs[sg], tg, _LABELS[lb]))
     return out
-
-
-_LABEL_NAMES = tuple(_LABELS[i] for i in np.argsort(_LABEL_RANK))
-"""Label by rank (the inverse of `_LABEL_RANK`)."""
 
 
 def path_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mover: _Mover) -> list[_Move]:

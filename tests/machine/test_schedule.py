@@ -325,7 +325,7 @@ def test_feasible_is_read_without_wording_the_violations_and_agrees_with_them():
     asked for. On random plans of a graph with pins, groups and weights, with and without memory and at
     capacities either side of the peaks, the two agree, and the list is what `rule_violations` and the
     peaks say, worst device first."""
-    from pardnn.machine.schedule import rule_violations, rules_kept
+    from pardnn.machine.schedule import rule_violations
 
     names = [(f"n{i}", 1 + i % 4, 100 * (i % 7), {"colocation": f"g{i % 4}"} if i % 3 == 0 else
               {"pinned": i % 3} if i % 11 == 1 else {"persistent_bytes": 50 * (i % 5)}) for i in range(40)]
@@ -344,8 +344,7 @@ def test_feasible_is_read_without_wording_the_violations_and_agrees_with_them():
         s = simulate(g, cluster(k, memory=cap), dev, memory=memory)
         feasible = s.feasible
         assert "violations" not in s.__dict__       # read without wording them
-        kept = rules_kept(g, dev)
-        assert kept == (not rule_violations(g, dev))
+        kept = not rule_violations(g, dev)
         over = sorted((int(b - cap), -d) for d, b in enumerate(s.peak_bytes) if memory and b > cap)[::-1]
         assert feasible == (kept and not over) == (s.violations == ())
         assert [(v.bytes_over, -v.device) for v in s.violations if v.kind == "memory"] == over

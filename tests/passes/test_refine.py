@@ -850,13 +850,20 @@ def _propose_one_by_one(g, cluster, cm, s, chain, mover, *, top_links=64, every_
                 seg = mover.path_segment(c, dev, segments)
                 if seg.size > 1:
                     moves.append(_Move(gain * PATH_GAIN_SHARE, seg, e, "switch path"))
-    moves.sort(key=lambda m: (-m.gain, m.target, m.head(), m.label))
+    def head(m):        # the first four nodes
+        return m.nodes[:4] if isinstance(m.nodes, tuple) else tuple(m.nodes[:4].tolist())
+
+    def key(m):         # the same nodes to the same device (long node lists by ends and size)
+        n = m.nodes if isinstance(m.nodes, tuple) else tuple(m.nodes.tolist())
+        return (n if len(n) < 8 else (n[0], len(n), n[-1])), m.target
+
+    moves.sort(key=lambda m: (-m.gain, m.target, head(m), m.label))
     out, seen = [], set()
     for m in moves:
         if m.gain <= 0 and not every_target:
             continue
-        if m.key() not in seen:
-            seen.add(m.key())
+        if key(m) not in seen:
+            seen.add(key(m))
             out.append(m)
     return out
 
