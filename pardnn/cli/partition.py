@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from ..api import DEFAULT_METHOD, methods, partition as run_partition
+from ..bounds import how_far_above, makespan_lower_bound
 from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
@@ -21,7 +22,8 @@ from .options import (build_cluster, check_report_path, cluster_options, distinc
                       write_placement_report)
 
 
-def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None) -> str:
+def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None,
+                     lower_us: float | None = None) -> str:
     serial = float(g.time_us.sum() / cluster.speed.max()) if g.num_nodes else 0.0
     counts = np.bincount(sched.device, minlength=cluster.num_devices)
     load = sched.compute_load_us()
@@ -29,6 +31,9 @@ def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float |
     speedup = serial / sched.makespan_us if sched.makespan_us > 0 else 1.0
     lines.append(f"predicted step time  {format_time(sched.makespan_us)}  "
                  f"(speedup {speedup:.2f}x over all compute in series, {format_time(serial)})")
+    if lower_us is not None:
+        lines.append(f"lower bound          {format_time(lower_us)}  (no placement on these devices is faster; "
+                     f"this one {how_far_above(float(sched.makespan_us), lower_us)})")
     if seconds is not None:
         lines.append(f"placement time       {seconds:.2f} s")
     lines.append(f"transfers            {len(sched.transfers):,} ({format_bytes(sched.bytes_moved())})")
@@ -182,11 +187,12 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         if report_path:
             write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
     outputs = (output, place_path, report_path)
+    lower_us = makespan_lower_bound(g, cluster).value_us
     if as_json:
         echo_json({"graph": g.name, "method": method, "devices": list(cluster.names), "output": output,
-                    "placement_seconds": seconds, **sched.predicted()}, outputs=outputs)
+                    "placement_seconds": seconds, **sched.predicted(), "lower_bound_us": lower_us}, outputs=outputs)
     else:
-        echo_summary(_placement_table(g, cluster, sched, seconds=seconds,
+        echo_summary(_placement_table(g, cluster, sched, seconds=seconds, lower_us=lower_us,
                                       title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
                                             f"with {method}")
                      + f"\nwrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p),
@@ -249,11 +255,13 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
             "transfers": len(sched.transfers),
             "bytes_moved": sched.bytes_moved(),
             "violations": [v.message for v in sched.violations],
+            "lower_bound_us": makespan_lower_bound(g, cluster).value_us,
         })
         echo_json(out, outputs=(trace_path,))
     else:
         check_interrupt()
-        echo_summary(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices"),
+        echo_summary(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices",
+                                      lower_us=makespan_lower_bound(g, cluster).value_us),
                      outputs=(trace_path,))
     if not sched.feasible:
         raise InfeasibleError(f"{placement}: the placement breaks the machine model: {sched.violations[0].message}",

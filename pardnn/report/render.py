@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import __version__
 from ..analysis import phases
+from ..bounds import how_far_above
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import DEVICE, Schedule, simulate
@@ -58,6 +59,12 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
         rows.append(("method", summ.method, "method", None))
     rows += [
         ("predicted step time (makespan)", format_time(summ.makespan_us), "makespan_us", summ.makespan_us),
+    ]
+    if summ.lower_bound_us is not None:
+        lb = summ.lower_bound_us
+        rows.append(("lower bound on the step time", f"{format_time(lb)}: no placement on these devices is faster; "
+                     f"this placement {how_far_above(summ.makespan_us, lb)}", "lower_bound_us", lb))
+    rows += [
         ("one device", one_text, "serial_us", summ.serial_us),
         ("speedup over one device", speed_text, "speedup", summ.speedup),
         ("single-device peak memory", format_bytes(summ.single_device_peak_bytes), "single_device_peak_bytes",

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..bounds import makespan_lower_bound
 from ..cluster import Cluster, Device
 from ..ir import OpGraph
 from ..machine import RECEIVED, TEMP, Schedule, describe_item, simulate
@@ -83,6 +84,7 @@ class Summary:
     violations: tuple[str, ...]
     devices: tuple[DeviceSummary, ...]
     pass_timings: tuple[PassTiming, ...] = ()
+    lower_bound_us: float | None = None   # `pardnn.bounds.makespan_lower_bound`: no placement is faster
 
     @property
     def fits_one_device(self) -> bool:
@@ -154,7 +156,8 @@ def summarize(g: OpGraph, cluster: Cluster, schedule: Schedule, *, placement: Pl
     method = placement.meta.get("method") if placement is not None else None
     return Summary(g.name, g.num_nodes, g.num_edges, method if isinstance(method, str) else None,
                    float(s.makespan_us), serial, peak1, single, len(s.transfers), s.bytes_moved(), s.feasible,
-                   tuple(v.message for v in s.violations), devices, pass_timings_of(timings, placement))
+                   tuple(v.message for v in s.violations), devices, pass_timings_of(timings, placement),
+                   makespan_lower_bound(g, cluster).value_us)
 
 
 def comm_matrix(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:

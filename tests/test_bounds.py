@@ -1,0 +1,143 @@
+"""`pardnn.bounds.makespan_lower_bound`: never above any placement's simulated step time, and tighter than
+max(critical path, work / K) where a graph's work is not spread evenly along it."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pardnn.bounds import makespan_lower_bound
+from pardnn.cluster import Cluster, Device
+from pardnn.ir import GraphBuilder, load_graph
+from pardnn.machine import simulate
+
+from .conftest import SAMPLES
+
+
+def _random_dag(rng: np.random.Generator, n: int, p_edge: float, *, units: bool = False, pins: int = 0):
+    b = GraphBuilder("random")
+    for i in range(n):
+        t = 0.0 if rng.random() < 0.1 else float(rng.integers(1, 40))
+        kw = {}
+        if units and rng.random() < 0.3:
+            kw["colocation"] = f"u{int(rng.integers(0, 2))}"
+        if pins and rng.random() < 0.2:
+            kw["pinned"] = int(rng.integers(0, pins))
+        b.add_node(f"n{i}", time_us=t, output_bytes=int(rng.integers(0, 5000)), **kw)
+    for i, j in itertools.combinations(range(n), 2):
+        if rng.random() < p_edge:
+            b.add_edge(f"n{i}", f"n{j}")
+    return b.build()
+
+
+def _cluster(rng: np.random.Generator, k: int, *, free_links: bool) -> Cluster:
+    speeds = [float(s) for s in rng.choice([0.5, 1.0, 1.0, 2.0], size=k)]
+    devs = tuple(Device(f"d{i}", None, s) for i, s in enumerate(speeds))
+    if free_links:     # transfers cost (almost) nothing: the bound is then as close to a plan as it gets
+        return Cluster(devs, 0.0, 1e12)
+    return Cluster(devs, float(rng.integers(0, 30)), float(rng.integers(10, 1000)))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_placement_beats_the_bound(seed):
+    """Every placement of a random graph of 6-7 ops on 1-3 devices (all of them, simulated) takes at least
+    the bound: the simulator's best placement is no faster than the best schedule, which the bound is
+    under. Free links (latency 0) leave the bound no slack from communication."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 4))
+    g = _random_dag(rng, int(rng.integers(6, 8)), float(rng.choice([0.15, 0.3, 0.6])),
+                    units=seed % 3 == 0, pins=k if seed % 4 == 1 else 0)
+    cluster = _cluster(rng, k, free_links=seed % 2 == 0)
+    lb = makespan_lower_bound(g, cluster)
+    best = np.inf
+    for dev in itertools.product(range(k), repeat=g.num_nodes):
+        s = simulate(g, cluster, np.array(dev, dtype=np.int64))
+        if not s.broken_rules:
+            best = min(best, s.makespan_us)
+    assert np.isfinite(best)
+    assert lb.value_us <= best * (1 + 1e-9) + 1e-9, (lb, best)
+
+
+def test_the_bound_is_reached_where_a_plan_reaches_it():
+    """Two chains of 3 and 1 us: 3 us on two devices (the critical path), 4 us on one (the work); a fast
+    device halves both."""
+    b = GraphBuilder("two")
+    for n, t in [("a", 1), ("b", 2), ("c", 1)]:
+        b.add_node(n, time_us=t)
+    b.add_edge("a", "b")
+    g = b.build()
+    assert makespan_lower_bound(g, Cluster.homogeneous(2)).value_us == 3.0
+    assert makespan_lower_bound(g, Cluster.homogeneous(1)).value_us == 4.0
+    fast = Cluster((Device("slow", None, 1.0), Device("fast", None, 2.0)))
+    lb = makespan_lower_bound(g, fast)
+    assert lb.critical_path_us == 1.5 and lb.work_us == 4.0 / 3.0
+    assert simulate(g, fast, np.array([1, 1, 0])).makespan_us >= lb.value_us
+
+
+def test_the_energy_bound_counts_a_narrow_start():
+    """A chain of 10 ops of 10 us, then 20 independent ops of 10 us, on 4 devices: max(critical path 110,
+    work / 4 = 75) = 110, but after the chain's 100 us the 20 ops need 50 us more on 4 devices: 150, which
+    the simulator reaches."""
+    b = GraphBuilder("narrow")
+    for i in range(10):
+        b.add_node(f"c{i}", time_us=10.0)
+        if i:
+            b.add_edge(f"c{i - 1}", f"c{i}")
+    for j in range(20):
+        b.add_node(f"w{j}", time_us=10.0)
+        b.add_edge("c9", f"w{j}", bytes=0)
+    g = b.build()
+    cluster = Cluster.homogeneous(4, latency_us=0.0)
+    lb = makespan_lower_bound(g, cluster)
+    assert (lb.critical_path_us, lb.work_us) == (110.0, 75.0)
+    assert lb.energy_us == pytest.approx(150.0) and lb.binding == "energy"
+    dev = np.r_[np.zeros(10, dtype=np.int64), np.arange(20) % 4]
+    assert simulate(g, cluster, dev).makespan_us == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize("name", ["tf_resnet14", "tf_lstm_4l", "pardnn_vgg16"])
+def test_a_sample_graph_bound_is_under_its_plans(name):
+    """On shipped samples the bound is at least max(critical path, work / K) and at most the step time of
+    every device's own order of the ops and of random placements."""
+    g = load_graph(SAMPLES / f"{name}.json.gz")
+    rng = np.random.default_rng(1)
+    for k in (1, 2, 4):
+        cluster = Cluster.homogeneous(k)
+        lb = makespan_lower_bound(g, cluster)
+        assert lb.value_us >= max(lb.critical_path_us, g.time_us.sum() / k) * (1 - 1e-12)
+        for _ in range(3):
+            assert simulate(g, cluster, rng.integers(0, k, g.num_nodes)).makespan_us >= lb.value_us * (1 - 1e-12)
+
+
+def test_an_empty_graph_has_bound_zero():
+    g = GraphBuilder("empty").build()
+    assert makespan_lower_bound(g, Cluster.homogeneous(2)).value_us == 0.0
+
+
+def test_partition_simulate_and_report_show_the_bound(tmp_path):
+    """The commands print the bound and how far the plan is above it; on the GNMT sample at K=4 the plan
+    reaches it (its critical path), on ResNet it is above it; `--json` and the report carry the number."""
+    import json
+
+    from click.testing import CliRunner
+
+    from pardnn.cli import cli
+
+    def run(*args):
+        return CliRunner().invoke(cli, [str(a) for a in args])
+
+    gnmt, resnet = SAMPLES / "pipedream_gnmt.json.gz", SAMPLES / "tf_resnet14.json.gz"
+    r = run("partition", gnmt, "--devices", 4, "-o", tmp_path / "g.json")
+    assert r.exit_code == 0, r.output
+    assert "no placement on these devices is faster; this one reaches it" in r.output
+    r = run("partition", resnet, "--devices", 2, "--refine-evals", 0, "-o", tmp_path / "r.json", "--json",
+            "--report", tmp_path / "r.html")
+    out = json.loads(r.stdout)
+    lb = makespan_lower_bound(load_graph(resnet), Cluster.homogeneous(2))
+    assert out["lower_bound_us"] == lb.value_us < out["makespan_us"]
+    assert f'data-key="lower_bound_us" data-value="{lb.value_us!r}"' in (tmp_path / "r.html").read_text()
+    r = run("simulate", resnet, tmp_path / "r.json")
+    pct = 100 * (out["makespan_us"] / lb.value_us - 1)
+    assert f"this one is {pct:.1f}% above it" in r.output
