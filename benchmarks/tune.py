@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pardnn.bench import GraphSource, bench_cluster, fingerprint, minimum_need, place_and_score, regime_capacity, suite  # noqa: E402
+from pardnn.bounds import makespan_lower_bound  # noqa: E402
 from pardnn.ir import load_graph  # noqa: E402
 from pardnn.machine import single_device_peak  # noqa: E402
 from pardnn.methods import METHODS  # noqa: E402
@@ -126,9 +127,11 @@ def run(args) -> None:
                                     "makespan_us": ms, "feasible": feas, "seconds": sec}) + "\n")
         if out:
             ms, feas, _, sec, err = place_pardnn(g, cluster, options)
+            lower = makespan_lower_bound(g, cluster).value_us
             with out.open("a") as f:
                 f.write(json.dumps({"graph": name, "nodes": g.num_nodes, "k": k, "regime": regime, "method": "pardnn",
-                                    "makespan_us": ms, "feasible": feas, "seconds": sec}) + "\n")
+                                    "makespan_us": ms, "feasible": feas, "seconds": sec,
+                                    "lower_bound_us": lower}) + "\n")
             print(f"{name:40s} K={k} {regime:5s} {'-' if ms is None else f'{ms / 1000:.3f}'} ms "
                   f"{'ok' if feas else 'OVER'} {sec:.2f} s", flush=True)
 
@@ -145,8 +148,10 @@ def summarise(rows_path: Path, cache: Path) -> dict:
         key = (r["graph"], r["k"], r["regime"])
         for group in ((r["regime"], r["k"]), (r["regime"], "all")):
             s = out.setdefault(group, {"cases": 0, "compared": 0, "wins": 0, "logs": [], "worst": 0.0,
-                                       "only_ours": 0, "missed": 0, "seconds": 0.0, "max_s": 0.0})
+                                       "only_ours": 0, "missed": 0, "seconds": 0.0, "max_s": 0.0, "lower": []})
             s["cases"] += 1
+            if r["feasible"] and r.get("lower_bound_us"):      # rows of earlier rounds have no lower bound
+                s["lower"].append(math.log(r["makespan_us"] / r["lower_bound_us"]))
             s["seconds"] += r["seconds"]
             s["max_s"] = max(s["max_s"], r["seconds"])
             b = base.get(key)
@@ -167,12 +172,13 @@ def summarise(rows_path: Path, cache: Path) -> dict:
 def print_summary(out: dict, label: str) -> None:
     print(f"\n{label}")
     print("| regime | K | cases | compared | ours <= best | geomean | worst | only ours | ours missed | "
-          "pardnn s (sum) | max s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "pardnn s (sum) | max s | ours / lower bound |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (regime, k), s in sorted(out.items(), key=lambda x: (x[0][0], str(x[0][1]))):
         gm = math.exp(sum(s["logs"]) / len(s["logs"])) if s["logs"] else float("nan")
         print(f"| {regime} | {k} | {s['cases']} | {s['compared']} | {s['wins']}/{s['compared']} | {gm:.3f} | "
-              f"{s['worst']:.3f} | {s['only_ours']} | {s['missed']} | {s['seconds']:.1f} | {s['max_s']:.2f} |")
+              f"{s['worst']:.3f} | {s['only_ours']} | {s['missed']} | {s['seconds']:.1f} | {s['max_s']:.2f} | "
+              f"{math.exp(sum(s['lower']) / len(s['lower'])) if s['lower'] else float('nan'):.3f} |")
 
 
 def main() -> None:

@@ -90,7 +90,8 @@ def _ramp_max(r: np.ndarray, h: np.ndarray, rate: float, smax: float) -> float:
     """The largest ``s + sum(clamp(r + smax (h - s), 0, r)) / rate`` over ``s >= 0``.
 
     Each term is ``r`` up to ``s = h``, falls with slope ``smax`` to 0 at ``e = h + r / smax``, and stays 0;
-    the sum is piecewise linear, so its largest value is at 0 or at a breakpoint ``h`` or ``e``. With ``A = r + smax h``::
+    the sum is piecewise linear, so its largest value is at 0 or at a breakpoint ``h`` or ``e``. With
+    ``A = r + smax h``::
 
         sum = sum(r over h >= s) + sum(A over h < s) - smax s #(h < s) - (the same over e <= s)
 

@@ -42,6 +42,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .api import partition
+from .bounds import makespan_lower_bound
 from .cluster import Cluster, Device
 from .ir import OpGraph
 from .machine import simulate
@@ -201,6 +202,7 @@ class PlanRow:
     search_upper_bytes: int | None
     placements: int                   # placements made for this row (the fit and the probes)
     note: str = ""
+    step_lower_bound_us: float | None = None   # `pardnn.bounds.makespan_lower_bound`: no placement is faster
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,11 @@ class DevicePlan:
     @property
     def placements(self) -> int:
         return sum(r.placements for r in self.rows)
+
+    def speedup_bound(self, row: PlanRow) -> float | None:
+        """One device's step time over ``row``'s step-time lower bound: no placement on K devices is faster."""
+        lb = row.step_lower_bound_us
+        return None if lb is None or lb <= 0 else self.single_step_us / lb
 
     def memory_text(self) -> str:
         distinct = sorted({m for m in self.memory}, key=lambda m: (m is None, m or 0))
@@ -292,18 +299,19 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
     for k in settings.counts:
         ck = first_devices(cluster, k)
         bound = memory_lower_bound(g, k)
+        step_bound = makespan_lower_bound(g, ck).value_us
         cap = ck.capacity
         if k == 1:
             fits = bool(single_peak <= cap[0])
             rows.append(PlanRow(1, True, fits, single_step if fits else None, 1.0 if fits else None, single_peak,
                                 single_peak, single_step, bound, None, None, 0,
-                                "the whole graph on one device"))
+                                "the whole graph on one device", step_bound))
             previous = single_peak
             history.append((1, single_peak))
             continue
         if k < need_k:
             rows.append(PlanRow(k, False, None, None, None, None, None, None, bound, None, None, 0,
-                                f"the graph's pins need {need_k} devices"))
+                                f"the graph's pins need {need_k} devices", step_bound))
             continue
 
         def probe(capacity: int, ck=ck, k=k) -> Probe:
@@ -366,6 +374,6 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
         rows.append(PlanRow(k, True, fits, step, single_step / step if step else None, peak,
                             None if min_probe is None else min_probe.capacity,
                             None if min_probe is None else min_probe.step_us, bound, lo_start, hi_start,
-                            placements, note))
+                            placements, note, step_bound))
     return DevicePlan(g.name, g.num_nodes, tuple(None if not math.isfinite(c) else int(c) for c in cluster.capacity),
                       settings, single_step, single_peak, tuple(rows), time.perf_counter() - t0)

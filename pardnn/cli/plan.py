@@ -47,15 +47,16 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
     fit_head = f"fits {mem}" if mem != "unlimited memory" else "fits"
     lines = [f"{plan.graph}: {plan.nodes:,} ops, {mem} per device, pardnn at --effort {plan.settings.effort}",
              f"one device: step {format_time(plan.single_step_us)}, peak {format_bytes(plan.single_peak_bytes)}"]
-    rows = [("K", fit_head, "step time", "speedup", "smallest memory", "step there", "speedup there")]
+    rows = [("K", fit_head, "step time", "speedup", "at most", "smallest memory", "step there", "speedup there")]
     for r in plan.rows:
+        at_most = _speedup(plan.speedup_bound(r))
         if not r.available:
-            rows.append((str(r.k), "-", "-", "-", "-", "-", "-"))
+            rows.append((str(r.k), "-", "-", "-", at_most, "-", "-", "-"))
             continue
         there = (None if r.min_memory_step_us is None or r.min_memory_step_us <= 0
                  else plan.single_step_us / r.min_memory_step_us)
         rows.append((str(r.k), "yes" if r.fits else "no",
-                     "-" if r.step_us is None else format_time(r.step_us), _speedup(r.speedup),
+                     "-" if r.step_us is None else format_time(r.step_us), _speedup(r.speedup), at_most,
                      "not found" if r.min_memory_bytes is None and plan.settings.search
                      else "-" if r.min_memory_bytes is None else format_bytes(r.min_memory_bytes),
                      "-" if r.min_memory_step_us is None else format_time(r.min_memory_step_us), _speedup(there)))
@@ -77,6 +78,8 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
         lines.append("no device count fits " + mem + (
             f"; the least memory found is {format_bytes(min(r.min_memory_bytes for r in found))} per device"
             if found else ""))
+    lines.append("at most: the speedup no placement on K devices beats, whatever its memory (a lower bound on "
+                 "the step time)")
     if plan.settings.search:
         lines.append(f"smallest memory: bisection to {100 * plan.settings.rel_tol:g}% with --effort {SEARCH_EFFORT} "
                      f"probes; step there: a --effort {plan.settings.effort} placement at that memory")

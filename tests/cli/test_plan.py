@@ -46,6 +46,9 @@ def test_plan_json(gnmt_plan):
         assert r["fits"] == (r["min_memory_bytes"] <= GIB)
         if r["fits"]:
             assert r["speedup"] == pytest.approx(d["single_device_step_us"] / r["step_us"])
+        # no placement beats the step-time lower bound, the fit's nor the search's
+        assert r["step_lower_bound_us"] <= min(x for x in (r["step_us"], r["min_memory_step_us"]) if x)
+    assert rows[0]["step_lower_bound_us"] == pytest.approx(d["single_device_step_us"])   # one device: the work
     # more devices never need more memory per device; each search starts from the previous count's answer
     mins = [r["min_memory_bytes"] for r in rows]
     assert mins == sorted(mins, reverse=True) and mins[-1] < mins[0] / 2
@@ -164,3 +167,6 @@ def test_a_chain_gains_from_no_count_and_the_table_says_so(tmp_path):
     r = run("plan", path, "--devices", "1..3", "--no-search")
     assert r.exit_code == 0, r.output
     assert "no count is faster than one device" in r.stdout and "fastest:" not in r.stdout
+    # and no placement could be: the chain's critical path is all its work (columns: K yes 800.0 us 1.00x 1.00x ...)
+    at_most = {ln.split()[0]: ln.split()[5] for ln in r.stdout.splitlines() if ln[:1].isdigit()}
+    assert at_most == {"1": "1.00x", "2": "1.00x", "3": "1.00x"}
