@@ -1,19 +1,23 @@
 """A lower bound on the step time: no placement on the cluster runs the step faster (SPEC §1).
 
-`makespan_lower_bound` takes the largest of five sound bounds. Each holds for every placement, with any
-communication (a transfer or a control edge never makes an op start earlier), because it counts compute
-alone and every device runs one op at a time without pre-emption:
+`makespan_lower_bound` takes the largest of five sound bounds. Each holds for every placement that keeps
+the graph's pins and colocation groups, with any communication (a transfer or a control edge never makes
+an op start earlier), because it counts compute alone and every device runs one op at a time without
+pre-emption:
 
 * **critical path**: the longest path of op times, at the fastest device's speed;
 * **work**: the total op time over the sum of the devices' speeds;
-* **unit**: the largest colocation unit's op time at the fastest speed (a unit runs on one device);
-* **pinned**: the op time pinned to each device, at that device's speed;
+* **unit**: the largest unpinned colocation unit's op time at the fastest speed (a unit runs on one
+  device);
+* **pinned**: the op time of the units pinned to each device (a pinned op's whole group goes with it), at
+  that device's speed;
 * **energy** (after Fernandez and Bussell's bound for precedence-constrained scheduling): an op ``v``
   of op time ``w[v]`` cannot start before its *head* ``h[v]``, the longest path of op times before it at
   the fastest speed ``smax``. So at least ``min(w[v], max(0, w[v] - smax (s - h[v])))`` of its op time
   runs after any instant ``s``, and the devices do at most ``sum(speed)`` op time per microsecond: ``T >=
-  s + (that, summed over every op) / sum(speed)``. The largest over ``s`` is at a breakpoint, found
-  exactly by one sort. The same holds backwards, with *tails* (the longest path after an op). At ``s = 0``
+  s + (that, summed over every op) / sum(speed)`` for every ``s`` before the last op's end (where some of
+  that work is left). The largest of these is at a breakpoint ``h[v]`` or ``h[v] + w[v] / smax``, found
+  exactly by sorting them. The same holds backwards, with *tails* (the longest path after an op). At ``s = 0``
   it is the work bound; it rises above the work and the critical path where the graph is narrow at its
   start or end (a long chain of layers before a wide part).
 
@@ -21,7 +25,8 @@ A window open at both ends was tried as well (the part of each op that must run 
 on the held-out and tuning graphs it added under 0.01%, so it was left out.
 
 It is a lower bound, not the optimum: it prices no communication and no memory, so a step whose plans are
-bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V).
+bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): a
+topological sweep each way and four sorts.
 
 Tiny example: two independent chains of 3 and 1 us on two devices can never finish before 3 us (the
 critical path); on one device, before 4 us (the work)::
@@ -80,18 +85,22 @@ class LowerBound:
 
 
 def how_far_above(makespan_us: float, lower_us: float) -> str:
-    """How a step time stands to its lower bound, for a sentence: "reaches it" or "is 3.2% above it"."""
+    """How a step time stands to its lower bound, for a sentence: "reaches it", "is 3.2% above it", or, for a
+    placement that breaks a pin or a colocation group (only such a one can be faster), "is below it"."""
+    if makespan_us < lower_us * (1 - 1e-9):
+        return "is below it: it breaks a pin or a colocation group"
     if makespan_us <= lower_us * (1 + 1e-9):
         return "reaches it"
     return f"is {100 * (makespan_us / lower_us - 1):.1f}% above it" if lower_us > 0 else "is above it"
 
 
 def _ramp_max(r: np.ndarray, h: np.ndarray, rate: float, smax: float) -> float:
-    """The largest ``s + sum(clamp(r + smax (h - s), 0, r)) / rate`` over ``s >= 0``.
+    """The largest ``s + sum(clamp(r + smax (h - s), 0, r)) / rate`` over the breakpoints ``s`` (0, each ``h``
+    and each ``e = h + r / smax``): for ``s`` up to the last ``e`` some of the work is left after ``s``, so
+    each value is a bound; past it the sum is 0 and ``s`` alone would be no bound at all.
 
-    Each term is ``r`` up to ``s = h``, falls with slope ``smax`` to 0 at ``e = h + r / smax``, and stays 0;
-    the sum is piecewise linear, so its largest value is at 0 or at a breakpoint ``h`` or ``e``. With
-    ``A = r + smax h``::
+    Each term is ``r`` up to ``s = h``, falls with slope ``smax`` to 0 at ``e``, and stays 0; the sum is
+    piecewise linear, so the largest value up to the last ``e`` is at a breakpoint. With ``A = r + smax h``::
 
         sum = sum(r over h >= s) + sum(A over h < s) - smax s #(h < s) - (the same over e <= s)
 
@@ -130,13 +139,13 @@ def makespan_lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
     t = bottom_levels(g, p) - p
     cp = float(np.max(h + p + t))
     work = float(w.sum()) / rate
-    unit = float(np.bincount(g.unit, weights=w).max()) / smax
+    unit_w = np.bincount(g.unit, weights=w, minlength=g.num_units)
+    pin = g.unit_pin
+    free = pin < 0
+    unit = float(unit_w[free].max()) / smax if free.any() else 0.0
     pinned = 0.0
-    on = g.pinned >= 0
-    if on.any():
-        per = np.bincount(g.pinned[on], weights=w[on], minlength=cluster.num_devices)[:cluster.num_devices]
-        pinned = float(np.max(per / speed[:per.size]))
-    # heads alone and tails alone, over every breakpoint (each is at most the critical path where no work
-    # bound binds: the window then holds only the critical path's own ops)
+    if not free.all():      # pins past the last device break the rules: no placement keeps them
+        per = np.bincount(pin[~free], weights=unit_w[~free], minlength=cluster.num_devices)[:cluster.num_devices]
+        pinned = float(np.max(per / speed))
     energy = max(_ramp_max(w, h, rate, smax), _ramp_max(w, t, rate, smax))
     return LowerBound(cp, work, unit, pinned, energy)

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from pardnn.bounds import makespan_lower_bound
+from pardnn.bounds import _ramp_max, how_far_above, makespan_lower_bound
 from pardnn.cluster import Cluster, Device
 from pardnn.ir import GraphBuilder, load_graph
 from pardnn.machine import simulate
@@ -97,6 +97,65 @@ def test_the_energy_bound_counts_a_narrow_start():
     assert simulate(g, cluster, dev).makespan_us == pytest.approx(150.0)
 
 
+def test_the_energy_bound_counts_a_narrow_end():
+    """Backwards: 20 independent ops of 10 us feed a chain of 10 ops of 10 us, on 4 devices. The chain
+    cannot start before the 20 ops are done, which takes 50 us on 4 devices: 150, which the simulator
+    reaches (the tails' bound; heads alone give 110)."""
+    b = GraphBuilder("narrow-end")
+    for j in range(20):
+        b.add_node(f"w{j}", time_us=10.0)
+    for i in range(10):
+        b.add_node(f"c{i}", time_us=10.0)
+        b.add_edge(f"c{i - 1}" if i else "w0", f"c{i}", bytes=0)
+    for j in range(1, 20):
+        b.add_edge(f"w{j}", "c0", bytes=0)
+    g = b.build()
+    cluster = Cluster.homogeneous(4, latency_us=0.0)
+    lb = makespan_lower_bound(g, cluster)
+    assert (lb.critical_path_us, lb.work_us) == (110.0, 75.0)
+    assert lb.energy_us == pytest.approx(150.0) and lb.binding == "energy"
+    dev = np.r_[np.arange(20) % 4, np.zeros(10, dtype=np.int64)]
+    assert simulate(g, cluster, dev).makespan_us == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize("pin, expected", [(0, 11.0), (1, 5.5)])
+def test_a_pinned_op_takes_its_group_to_its_device_at_that_speed(pin, expected):
+    """A 1 us op pinned to device ``pin`` is grouped with a 10 us op; a free 4 us op beside them; devices of
+    speed 1 and 2. The group's 11 us run on the pinned device (11 us at speed 1, 5.5 at speed 2): the
+    bound, which the placement with the free op on the other device reaches. The free unit counts at the
+    fastest speed (2 us)."""
+    b = GraphBuilder("pinned")
+    b.add_node("a", time_us=1.0, colocation="G", pinned=pin)
+    b.add_node("b", time_us=10.0, colocation="G")
+    b.add_node("c", time_us=4.0)
+    g = b.build()
+    cluster = Cluster((Device("slow", None, 1.0), Device("fast", None, 2.0)), 0.0, 1e12)
+    lb = makespan_lower_bound(g, cluster)
+    assert (lb.pinned_us, lb.unit_us, lb.work_us) == (expected, 2.0, 5.0)
+    assert lb.value_us == expected and lb.binding == "pinned"
+    s = simulate(g, cluster, np.array([pin, pin, 1 - pin]))
+    assert not s.broken_rules and s.makespan_us == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_sweep_finds_the_best_breakpoint(seed):
+    """`_ramp_max` against the sum taken term by term at every breakpoint (0, each h, each h + r / smax)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    r = rng.choice([0.0, 1.0, 2.5, 10.0, 40.0], size=n)
+    h = np.round(rng.random(n) * rng.choice([1.0, 50.0, 500.0]), int(rng.integers(0, 3)))
+    smax, rate = float(rng.choice([0.5, 1.0, 3.0])), float(rng.choice([1.0, 2.5, 8.0]))
+    points = np.concatenate(([0.0], h, h + r / smax))
+    direct = max(s + np.minimum(np.maximum(r + smax * (h - s), 0.0), r).sum() / rate for s in points)
+    assert _ramp_max(r, h, rate, smax) == pytest.approx(direct, rel=1e-12)
+
+
+def test_how_far_a_step_is_from_the_bound():
+    assert how_far_above(100.0, 100.0) == "reaches it"
+    assert how_far_above(103.2, 100.0) == "is 3.2% above it"
+    assert how_far_above(50.0, 100.0) == "is below it: it breaks a pin or a colocation group"
+
+
 @pytest.mark.parametrize("name", ["tf_resnet14", "tf_lstm_4l", "pardnn_vgg16"])
 def test_a_sample_graph_bound_is_under_its_plans(name):
     """On shipped samples the bound is at least max(critical path, work / K) and at most the step time of
@@ -141,3 +200,12 @@ def test_partition_simulate_and_report_show_the_bound(tmp_path):
     r = run("simulate", resnet, tmp_path / "r.json")
     pct = 100 * (out["makespan_us"] / lb.value_us - 1)
     assert f"this one is {pct:.1f}% above it" in r.output
+    # a placement that splits a colocation group can beat the bound, and the line says why
+    b = GraphBuilder("split")
+    b.add_node("a", time_us=10.0, colocation="G")
+    b.add_node("b", time_us=10.0, colocation="G")
+    from pardnn.ir import save_graph
+    save_graph(b.build(), tmp_path / "split.json")
+    (tmp_path / "split.place").write_text("a 0\nb 1\n")
+    r = run("simulate", tmp_path / "split.json", tmp_path / "split.place", "--devices", 2)
+    assert r.exit_code == 4 and "this one is below it: it breaks a pin or a colocation group" in r.output

@@ -21,7 +21,8 @@ def render_plan_report(plan, *, command: str | None = None) -> str:
         rows.append([r.k, "-" if not r.available else "yes" if r.fits else "no",
                      Cell("-" if r.step_us is None else format_time(r.step_us), key=f"step|{r.k}", value=r.step_us),
                      "-" if r.speedup is None else f"{r.speedup:.2f}x",
-                     "-" if plan.speedup_bound(r) is None else f"{plan.speedup_bound(r):.2f}x",
+                     Cell("-" if plan.speedup_bound(r) is None else f"{plan.speedup_bound(r):.2f}x",
+                          key=f"at_most|{r.k}", value=plan.speedup_bound(r)),
                      Cell("-" if r.min_memory_bytes is None else format_bytes(r.min_memory_bytes), key=f"min|{r.k}",
                           value=r.min_memory_bytes),
                      "-" if r.min_memory_step_us is None else format_time(r.min_memory_step_us),
@@ -33,13 +34,13 @@ def render_plan_report(plan, *, command: str | None = None) -> str:
            f"({format_time(plan.single_step_us)}, peak {format_bytes(plan.single_peak_bytes)}); no placement on K "
            f"devices has a larger speedup than \"at most\" (a lower bound on the step time). The smallest memory "
            f"per device is found by bisection to {100 * plan.settings.rel_tol:g}% with fast-effort placements, "
-           f"starting below from the lower bound and above from the previous K's answer. "
+           f"starting below from the memory lower bound and above from the previous K's answer. "
            f"It took {plan.seconds:.1f} s and {plan.placements} placements.")
     body = section("plan", "Devices, memory and speedup", png_img(png, "memory per device and speedup against K",
                                                                   fig_id="plan-plot"),
                    para(how), para(f"Regenerate with: {command}") if command else "",
                    table(["K", f"fits {mem}", "step time", "speedup", "at most", "smallest memory", "step there",
-                          "speedup there", "lower bound", "placements", Cell("note", cls="l", header=True)], rows,
+                          "speedup there", "memory lower bound", "placements", Cell("note", cls="l", header=True)], rows,
                          attrs=' id="plan-table"'))
     return page(f"pardnn plan: {plan.graph}", f"pardnn {__version__}: {plan.nodes:,} ops, {mem} per device.",
                 [("plan", "Plan", body)])
