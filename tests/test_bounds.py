@@ -122,8 +122,8 @@ def test_the_energy_bound_counts_a_narrow_end():
 def test_a_pinned_op_takes_its_group_to_its_device_at_that_speed(pin, expected):
     """A 1 us op pinned to device ``pin`` is grouped with a 10 us op; a free 4 us op beside them; devices of
     speed 1 and 2. The group's 11 us run on the pinned device (11 us at speed 1, 5.5 at speed 2): the
-    bound, which the placement with the free op on the other device reaches. The free unit counts at the
-    fastest speed (2 us)."""
+    bound, both as the work pinned there and as the group's own, which the placement with the free op on
+    the other device reaches."""
     b = GraphBuilder("pinned")
     b.add_node("a", time_us=1.0, colocation="G", pinned=pin)
     b.add_node("b", time_us=10.0, colocation="G")
@@ -131,8 +131,8 @@ def test_a_pinned_op_takes_its_group_to_its_device_at_that_speed(pin, expected):
     g = b.build()
     cluster = Cluster((Device("slow", None, 1.0), Device("fast", None, 2.0)), 0.0, 1e12)
     lb = makespan_lower_bound(g, cluster)
-    assert (lb.pinned_us, lb.unit_us, lb.work_us) == (expected, 2.0, 5.0)
-    assert lb.value_us == expected and lb.binding == "pinned"
+    assert (lb.pinned_us, lb.unit_us, lb.work_us) == (expected, expected, 5.0)
+    assert lb.value_us == expected
     s = simulate(g, cluster, np.array([pin, pin, 1 - pin]))
     assert not s.broken_rules and s.makespan_us == pytest.approx(expected)
 
@@ -148,6 +148,45 @@ def test_the_sweep_finds_the_best_breakpoint(seed):
     points = np.concatenate(([0.0], h, h + r / smax))
     direct = max(s + np.minimum(np.maximum(r + smax * (h - s), 0.0), r).sum() / rate for s in points)
     assert _ramp_max(r, h, rate, smax) == pytest.approx(direct, rel=1e-12)
+
+
+def test_a_group_runs_its_ops_one_after_another_between_its_head_and_tail():
+    """A 100 us op, then a group of four independent 50 us ops, then a 100 us op, on 4 devices: the
+    critical path is 250, but the group runs on one device, so 100 + 4 x 50 + 100 = 400, which the
+    simulator reaches. Without the group the bound stays 250."""
+    def graph(grouped: bool):
+        b = GraphBuilder("group")
+        b.add_node("a", time_us=100.0)
+        for i in range(4):
+            b.add_node(f"g{i}", time_us=50.0, colocation="G" if grouped else None)
+            b.add_edge("a", f"g{i}", bytes=0)
+        b.add_node("z", time_us=100.0)
+        for i in range(4):
+            b.add_edge(f"g{i}", "z", bytes=0)
+        return b.build()
+
+    cluster = Cluster.homogeneous(4, latency_us=0.0)
+    lb = makespan_lower_bound(graph(True), cluster)
+    assert lb.critical_path_us == 250.0 and lb.unit_us == 400.0 and lb.binding == "unit"
+    assert simulate(graph(True), cluster, np.array([0, 1, 1, 1, 1, 2])).makespan_us == 400.0
+    assert makespan_lower_bound(graph(False), cluster).value_us == 250.0
+
+
+def test_a_group_bound_also_runs_backwards_from_the_tails():
+    """A group of A (50 us, 100 us of work after it), B (50 us, 10 us before it, 90 after) and C (10 us,
+    100 before it, none after). A and B run one after the other and both still have 90 us or more to go:
+    190, which the simulator reaches; from the heads the group gives only 110."""
+    b = GraphBuilder("tails")
+    for n, t, grp in [("pre10", 10, None), ("pre100", 100, None), ("A", 50, "G"), ("B", 50, "G"), ("C", 10, "G"),
+                      ("postA", 100, None), ("postB", 90, None)]:
+        b.add_node(n, time_us=float(t), colocation=grp)
+    for s_, d_ in [("pre10", "B"), ("pre100", "C"), ("A", "postA"), ("B", "postB")]:
+        b.add_edge(s_, d_, bytes=0)
+    g = b.build()
+    cluster = Cluster.homogeneous(4, latency_us=0.0)
+    lb = makespan_lower_bound(g, cluster)
+    assert lb.unit_us == 190.0 and lb.value_us == 190.0
+    assert simulate(g, cluster, np.array([1, 2, 0, 0, 0, 1, 2])).makespan_us == 190.0
 
 
 def test_how_far_a_step_is_from_the_bound():
