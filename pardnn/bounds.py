@@ -19,12 +19,13 @@ pre-emption:
   runs after any instant ``s``, and the devices do at most ``sum(speed)`` op time per microsecond: ``T >=
   s + (that, summed over every op) / sum(speed)`` for every ``s`` before the last op's end (where some of
   that work is left). The largest of these is at a breakpoint ``h[v]`` or ``h[v] + w[v] / smax``, found
-  exactly by sorting them. The same holds backwards, with *tails* (the longest path after an op). At ``s = 0``
-  it is the work bound; it rises above the work and the critical path where the graph is narrow at its
+  exactly by sorting them. The same holds backwards, with *tails* (the longest path after an op). At
+  ``s = 0`` it is the work bound; it rises above the work and the critical path where the graph is narrow at its
   start or end (a long chain of layers before a wide part).
 
-A window open at both ends was tried as well (the part of each op that must run inside ``[a, T - b]``):
-on the held-out and tuning graphs it added under 0.01%, so it was left out.
+A window open at both ends was tried as well (the part of each op that must run inside ``[a, T - b]``): it
+added at most 0.06% on the held-out graphs and 0.1% geomean on the tuning graphs, at 15 times the cost, so
+it was left out (benchmarks/RESULTS.md, twenty-fourth round).
 
 It is a lower bound, not the optimum: it prices no communication and no memory, so a step whose plans are
 bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): a
@@ -79,11 +80,6 @@ class LowerBound:
                 "pinned": self.pinned_us, "energy": self.energy_us}
         top = self.value_us
         return next(k for k, v in vals.items() if v >= top - 1e-9 * abs(top))
-
-    def to_dict(self) -> dict:
-        return {"lower_bound_us": self.value_us, "binding": self.binding,
-                "critical_path_us": self.critical_path_us, "work_us": self.work_us, "unit_us": self.unit_us,
-                "pinned_us": self.pinned_us, "energy_us": self.energy_us}
 
 
 def how_far_above(makespan_us: float, lower_us: float) -> str:
