@@ -198,11 +198,11 @@ class PlanRow:
     min_memory_bytes: int | None      # smallest memory per device found (None: none found)
     min_memory_step_us: float | None  # the step time of the search's placement there
     lower_bound_bytes: int            # `memory_lower_bound`
+    step_lower_bound_us: float        # `pardnn.bounds.makespan_lower_bound` on the first K devices
     search_lower_bytes: int | None    # the bisection's starting bracket (after the candidates were probed)
     search_upper_bytes: int | None
     placements: int                   # placements made for this row (the fit and the probes)
     note: str = ""
-    step_lower_bound_us: float | None = None   # `pardnn.bounds.makespan_lower_bound`: no placement is faster
 
 
 @dataclass(frozen=True)
@@ -231,9 +231,10 @@ class DevicePlan:
         return sum(r.placements for r in self.rows)
 
     def speedup_bound(self, row: PlanRow) -> float | None:
-        """One device's step time over ``row``'s step-time lower bound: no placement on K devices is faster."""
+        """One device's step time over ``row``'s step-time lower bound: no placement on K devices is faster
+        (None for an empty graph, whose bound is 0)."""
         lb = row.step_lower_bound_us
-        return None if lb is None or lb <= 0 else self.single_step_us / lb
+        return self.single_step_us / lb if lb > 0 else None
 
     def memory_text(self) -> str:
         distinct = sorted({m for m in self.memory}, key=lambda m: (m is None, m or 0))
@@ -304,14 +305,14 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
         if k == 1:
             fits = bool(single_peak <= cap[0])
             rows.append(PlanRow(1, True, fits, single_step if fits else None, 1.0 if fits else None, single_peak,
-                                single_peak, single_step, bound, None, None, 0,
-                                "the whole graph on one device", step_bound))
+                                single_peak, single_step, bound, step_bound, None, None, 0,
+                                "the whole graph on one device"))
             previous = single_peak
             history.append((1, single_peak))
             continue
         if k < need_k:
-            rows.append(PlanRow(k, False, None, None, None, None, None, None, bound, None, None, 0,
-                                f"the graph's pins need {need_k} devices", step_bound))
+            rows.append(PlanRow(k, False, None, None, None, None, None, None, bound, step_bound, None, None, 0,
+                                f"the graph's pins need {need_k} devices"))
             continue
 
         def probe(capacity: int, ck=ck, k=k) -> Probe:
@@ -373,7 +374,7 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
                 note = note or f"no fit found up to {MAX_SCALE}x the lower bound"
         rows.append(PlanRow(k, True, fits, step, single_step / step if step else None, peak,
                             None if min_probe is None else min_probe.capacity,
-                            None if min_probe is None else min_probe.step_us, bound, lo_start, hi_start,
-                            placements, note, step_bound))
+                            None if min_probe is None else min_probe.step_us, bound, step_bound, lo_start,
+                            hi_start, placements, note))
     return DevicePlan(g.name, g.num_nodes, tuple(None if not math.isfinite(c) else int(c) for c in cluster.capacity),
                       settings, single_step, single_peak, tuple(rows), time.perf_counter() - t0)

@@ -22,8 +22,8 @@ from .options import (build_cluster, check_report_path, cluster_options, distinc
                       write_placement_report)
 
 
-def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float | None = None,
-                     lower_us: float | None = None) -> str:
+def _placement_table(g, cluster: Cluster, sched, *, title: str, lower_us: float,
+                     seconds: float | None = None) -> str:
     serial = float(g.time_us.sum() / cluster.speed.max()) if g.num_nodes else 0.0
     counts = np.bincount(sched.device, minlength=cluster.num_devices)
     load = sched.compute_load_us()
@@ -31,9 +31,8 @@ def _placement_table(g, cluster: Cluster, sched, *, title: str, seconds: float |
     speedup = serial / sched.makespan_us if sched.makespan_us > 0 else 1.0
     lines.append(f"predicted step time  {format_time(sched.makespan_us)}  "
                  f"(speedup {speedup:.2f}x over all compute in series, {format_time(serial)})")
-    if lower_us is not None:
-        lines.append(f"lower bound          {format_time(lower_us)}  (no placement on these devices is faster; "
-                     f"this one {how_far_above(float(sched.makespan_us), lower_us)})")
+    lines.append(f"lower bound          {format_time(lower_us)}  (no placement on these devices is faster; "
+                 f"this one {how_far_above(float(sched.makespan_us), lower_us)})")
     if seconds is not None:
         lines.append(f"placement time       {seconds:.2f} s")
     lines.append(f"transfers            {len(sched.transfers):,} ({format_bytes(sched.bytes_moved())})")
@@ -240,6 +239,7 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
                                            device_prefix)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = run_sim(g, cluster, pl)
+    lower_us = makespan_lower_bound(g, cluster).value_us
     if trace_path:
         from ..report.trace import schedule_events, trace_document
         write_json(trace_path, trace_document(schedule_events(g, sched, cluster.names),
@@ -255,13 +255,13 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
             "transfers": len(sched.transfers),
             "bytes_moved": sched.bytes_moved(),
             "violations": [v.message for v in sched.violations],
-            "lower_bound_us": makespan_lower_bound(g, cluster).value_us,
+            "lower_bound_us": lower_us,
         })
         echo_json(out, outputs=(trace_path,))
     else:
         check_interrupt()
         echo_summary(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices",
-                                      lower_us=makespan_lower_bound(g, cluster).value_us),
+                                      lower_us=lower_us),
                      outputs=(trace_path,))
     if not sched.feasible:
         raise InfeasibleError(f"{placement}: the placement breaks the machine model: {sched.violations[0].message}",

@@ -59,12 +59,9 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
         rows.append(("method", summ.method, "method", None))
     rows += [
         ("predicted step time (makespan)", format_time(summ.makespan_us), "makespan_us", summ.makespan_us),
-    ]
-    if summ.lower_bound_us is not None:
-        lb = summ.lower_bound_us
-        rows.append(("lower bound on the step time", f"{format_time(lb)}: no placement on these devices is faster; "
-                     f"this placement {how_far_above(summ.makespan_us, lb)}", "lower_bound_us", lb))
-    rows += [
+        ("lower bound on the step time", f"{format_time(summ.lower_bound_us)}: no placement on these devices is "
+         f"faster; this placement {how_far_above(summ.makespan_us, summ.lower_bound_us)}", "lower_bound_us",
+         summ.lower_bound_us),
         ("one device", one_text, "serial_us", summ.serial_us),
         ("speedup over one device", speed_text, "speedup", summ.speedup),
         ("single-device peak memory", format_bytes(summ.single_device_peak_bytes), "single_device_peak_bytes",

@@ -83,8 +83,8 @@ class Summary:
     feasible: bool
     violations: tuple[str, ...]
     devices: tuple[DeviceSummary, ...]
+    lower_bound_us: float            # `pardnn.bounds.makespan_lower_bound`: no placement is faster
     pass_timings: tuple[PassTiming, ...] = ()
-    lower_bound_us: float | None = None   # `pardnn.bounds.makespan_lower_bound`: no placement is faster
 
     @property
     def fits_one_device(self) -> bool:
@@ -156,8 +156,8 @@ def summarize(g: OpGraph, cluster: Cluster, schedule: Schedule, *, placement: Pl
     method = placement.meta.get("method") if placement is not None else None
     return Summary(g.name, g.num_nodes, g.num_edges, method if isinstance(method, str) else None,
                    float(s.makespan_us), serial, peak1, single, len(s.transfers), s.bytes_moved(), s.feasible,
-                   tuple(v.message for v in s.violations), devices, pass_timings_of(timings, placement),
-                   makespan_lower_bound(g, cluster).value_us)
+                   tuple(v.message for v in s.violations), devices, makespan_lower_bound(g, cluster).value_us,
+                   pass_timings_of(timings, placement))
 
 
 def comm_matrix(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
