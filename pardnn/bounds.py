@@ -146,11 +146,25 @@ def _one_device(key: np.ndarray, tail: np.ndarray, time: np.ndarray, unit: np.nd
     return float(np.max(key[order] + (cum - done) + tail[by_tail][least]))
 
 
+_RECENT = "_lower_bound_recent"
+
+
 def makespan_lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
     """A step time that no placement of ``g`` on ``cluster`` beats under SPEC §1 (see the module's text).
 
-    Deterministic: the same numpy calls on the same arrays.
+    Deterministic: the same numpy calls on the same arrays. The last call's bound is kept on ``g`` and
+    handed out again for the same cluster object (clusters and graphs are frozen): a command that prints
+    the bound and writes the report asks twice, and each costs about 0.2 s at 200k ops.
     """
+    recent = g.__dict__.get(_RECENT)
+    if recent is not None and recent[0] is cluster:
+        return recent[1]
+    out = _lower_bound(g, cluster)
+    object.__setattr__(g, _RECENT, (cluster, out))
+    return out
+
+
+def _lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
     speed = cluster.speed
     smax, rate = float(speed.max()), float(speed.sum())
     w = np.asarray(g.time_us, dtype=np.float64)

@@ -248,3 +248,16 @@ def test_partition_simulate_and_report_show_the_bound(tmp_path):
     (tmp_path / "split.place").write_text("a 0\nb 1\n")
     r = run("simulate", tmp_path / "split.json", tmp_path / "split.place", "--devices", 2)
     assert r.exit_code == 4 and "this one is below it: it breaks a pin or a colocation group" in r.output
+
+
+def test_the_last_bound_is_kept_for_the_same_cluster():
+    """A second call with the same cluster object hands out the same bound without working it out again; a
+    new cluster gets its own."""
+    g = load_graph(SAMPLES / "tf_lstm_4l.json.gz")
+    c = Cluster.homogeneous(2)
+    first = makespan_lower_bound(g, c)
+    assert makespan_lower_bound(g, c) is first
+    assert makespan_lower_bound(g, Cluster.homogeneous(4)).value_us < first.value_us
+    again = makespan_lower_bound(g, c)
+    assert again == first and again is not first
+    assert makespan_lower_bound(g, Cluster.homogeneous(2, speed=2.0)).value_us == first.value_us / 2
