@@ -563,11 +563,14 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = None) 
 
 
 def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | None) -> None:
-    """Raise if ``output`` names the same file as one of ``inputs`` (an output written through, such as
-    ``/dev/stdout`` on the terminal that is also stdin, overwrites no file)."""
+    """Raise if ``output`` names a file one of ``inputs`` consists of: the input itself, an existing file
+    inside an input directory (a SavedModel's ``saved_model.pb`` and variables, onnxruntime-training
+    artifacts), or the external data of an ONNX input (its tensors' ``location`` files). An output written
+    through, such as ``/dev/stdout`` on the terminal that is also stdin, overwrites no file."""
     out = Path(output)
     if is_stream(out):
         return
+    real_out = os.path.realpath(out)    # (realpath: a loop of links is no error here; writing it is)
     for inp in inputs:
         if inp is None:
             continue
@@ -576,5 +579,49 @@ def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | Non
             same = out.exists() and q.exists() and os.path.samefile(out, q)
         except OSError:
             same = False
-        if same or os.path.realpath(out) == os.path.realpath(q):    # (realpath: a loop of links is no error)
+        if same or real_out == os.path.realpath(q):
             raise InputError(f"{out}: refusing to overwrite the input file {q}; choose another output path")
+        real_q = os.path.realpath(q)
+        if os.path.isdir(real_q):
+            if os.path.isfile(real_out) and _inside(real_out, real_q):
+                raise InputError(f"{out}: refusing to overwrite a file of the input {q}; choose another output path")
+        elif q.name.lower().endswith(".onnx") and _inside(real_out, os.path.dirname(real_q)):
+            for loc in onnx_external_locations(q):
+                if os.path.realpath(os.path.join(os.path.dirname(real_q), loc)) == real_out:
+                    raise InputError(f"{out}: refusing to overwrite {loc}, the external data of the input {q}; "
+                                     "choose another output path")
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether the real path ``path`` lies under the real directory ``directory``."""
+    return os.path.commonpath([path, directory]) == directory
+
+
+_LOCATION = b"\x0a\x08location\x12"
+"""An ONNX ``StringStringEntryProto`` whose key is ``location`` (field 1, 8 bytes), up to its value's
+length: how a tensor names the file that holds its data (`onnx.external_data_helper`)."""
+
+
+def onnx_external_locations(path: str | os.PathLike) -> list[str]:
+    """The external data files an ONNX model names (relative to its directory), read from the protobuf's
+    bytes without the ``onnx`` package; [] when the file cannot be read (its reader will say why)."""
+    import mmap
+
+    out: set[str] = set()
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            i = m.find(_LOCATION)
+            while i >= 0:
+                j, n, shift = i + len(_LOCATION), 0, 0
+                while j < len(m) and shift < 35:      # the value's length, a varint
+                    b = m[j]
+                    n |= (b & 0x7F) << shift
+                    j += 1
+                    shift += 7
+                    if not b & 0x80:
+                        break
+                out.add(m[j:j + n].decode("utf-8", "replace"))
+                i = m.find(_LOCATION, j + n)
+    except (OSError, ValueError):      # (ValueError: an empty file cannot be mapped)
+        return []
+    return sorted(out)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pardnn.errors import InputError, OutputError
-from pardnn.fileio import atomic_write, check_writable, output_transaction, read_json
+from pardnn.fileio import (atomic_write, check_writable, onnx_external_locations, output_transaction, read_json,
+                           refuse_overwrite)
 
 
 def listing(root):
@@ -193,3 +194,42 @@ def test_a_loop_of_links_and_a_socket_are_output_errors(tmp_path):
         sock.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "s"]
     assert not os.path.isfile(tmp_path / "s")
+
+
+def _location(name: str) -> bytes:
+    """An ONNX tensor's external-data entry naming ``name`` (key ``location``), as protobuf writes it."""
+    v = name.encode()
+    n, varint = len(v), b""
+    while True:
+        varint += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+        n >>= 7
+        if not n:
+            break
+    return b"\x0a\x08location\x12" + varint + v
+
+
+def test_an_output_may_not_replace_a_file_an_input_consists_of(tmp_path):
+    """The input itself, a file inside an input directory (a SavedModel's), and an ONNX model's external
+    data (also in a subdirectory, under a name longer than 127 bytes, and through a link) are refused;
+    new files beside them, and a directory's new files, are not."""
+    saved = tmp_path / "saved"
+    (saved / "variables").mkdir(parents=True)
+    (saved / "saved_model.pb").write_bytes(b"pb")
+    (saved / "variables" / "variables.index").write_bytes(b"ix")
+    for out in (saved / "saved_model.pb", saved / "variables" / "variables.index", saved):
+        with pytest.raises(InputError, match="refusing to overwrite"):
+            refuse_overwrite(out, saved)
+    refuse_overwrite(saved / "placement.json", saved)       # a new file there replaces nothing
+    long = "w/" + "x" * 140 + ".bin"
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"\x08\x07junk" + _location("m.onnx.data") + b"\x1a\x02xy" + _location(long) + b"tail")
+    assert onnx_external_locations(model) == sorted(["m.onnx.data", long])
+    (tmp_path / "link.json").symlink_to(tmp_path / "m.onnx.data")
+    for out in ("m.onnx.data", long, "link.json", "w/../m.onnx.data"):
+        with pytest.raises(InputError, match="the external data of the input"):
+            refuse_overwrite(tmp_path / out, model)
+    refuse_overwrite(tmp_path / "m.placement.json", model)
+    refuse_overwrite(tmp_path / "m.onnx.data", tmp_path / "other.onnx")      # not this input's data
+    assert onnx_external_locations(tmp_path / "missing.onnx") == []
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert onnx_external_locations(tmp_path / "empty.onnx") == []

@@ -165,6 +165,37 @@ def test_external_data_is_read(tmp_path, models):
         load_onnx(ext, opts)
 
 
+def test_no_output_replaces_the_external_data_of_an_onnx_input(tmp_path, models):
+    """`-o` (and `report -o`, `simulate --trace`) naming the file that holds an ONNX model's weights is refused
+    in one line, exit 3, and the weights stay as they were."""
+    from click.testing import CliRunner
+
+    from pardnn.cli import cli
+    from pardnn.errors import EXIT_INPUT
+
+    m = onnx.load(str(models["gpt"]))
+    ext = tmp_path / "gpt.onnx"
+    (tmp_path / "data").mkdir()
+    onnx.save_model(m, str(ext), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="data/gpt.weights", size_threshold=0)
+    weights = tmp_path / "data" / "gpt.weights"
+    before = weights.read_bytes()
+    flags = ("--batch-size", "2", "--dim", "seq=8")
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["partition", str(ext), *flags, "-k", "2", "-o", str(tmp_path / "p.json")])
+    assert ok.exit_code == 0, ok.output
+    for args in (["partition", str(ext), *flags, "-k", "2", "-o", str(weights)],
+                 ["simulate", str(ext), str(tmp_path / "p.json"), *flags, "--trace",
+                  str(tmp_path / "x" / ".." / "data" / "gpt.weights")],
+                 ["report", str(ext), str(tmp_path / "p.json"), *flags, "-o", str(weights)]):
+        r = runner.invoke(cli, args)
+        assert r.exit_code == EXIT_INPUT, (args, r.output)
+        assert r.stderr.strip().splitlines() == [
+            f"pardnn: error: {args[-1]}: refusing to overwrite data/gpt.weights, the external data of the input "
+            f"{ext}; choose another output path"]
+        assert weights.read_bytes() == before
+
+
 @pytest.mark.parametrize("dims, batch, message", [
     ({}, None, "input 'input_ids' dimension 0 ('batch') is dynamic and pardnn needs its size: give it with "
                "--dim batch=VALUE or --batch-size VALUE; also unresolved: seq"),
