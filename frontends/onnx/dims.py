@@ -69,6 +69,11 @@ def resolve_dims(graph: onnx.GraphProto, dims: Mapping[str, int], batch_size: in
                              f"{key!r} (its dynamic dimensions: {have})")
         if int(value) < 1:
             raise InputError(f"{path}: --dim {key}={value}: a dimension must be at least 1")
+    if batch_size is not None:
+        for d in dyn:
+            if d.axis == 0 and d.param and dims.get(d.param, batch_size) != batch_size:
+                raise InputError(f"{path}: --dim {d.param}={dims[d.param]} and --batch-size {batch_size} disagree on "
+                                 f"the batch dimension {d.param!r} (axis 0 of input {d.tensor!r}); give one of them")
     batch_params = {d.param for d in dyn if d.axis == 0 and d.param and d.param not in dims}
     out: dict[str, int] = {}
     unresolved: list[_Dyn] = []

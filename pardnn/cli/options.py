@@ -223,7 +223,10 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
             raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
         if int(value) < 1:
             raise click.BadParameter(f"a dimension must be at least 1, got {item!r}", param_hint="--dim")
-        parsed[key.strip()] = int(value)
+        key = key.strip()
+        if parsed.get(key, int(value)) != int(value):
+            raise click.BadParameter(f"{key} is given twice, as {parsed[key]} and {int(value)}", param_hint="--dim")
+        parsed[key] = int(value)
     return FrontendOptions(name=name, signature=signature, profile_steps=profile_steps, batch_size=batch_size,
                            dims=parsed, device_profile=device_profile, keep_unexecuted=keep_unexecuted)
 

@@ -268,6 +268,27 @@ def test_simulate_takes_a_model_with_the_input_flags(models, tmp_path):
     assert r.exit_code == EXIT_INPUT and "--batch-size" in r.output
 
 
+def test_a_placement_of_an_imported_graph_keeps_its_batch_size(models, tmp_path):
+    """Found by a new user's trial: a graph imported with --batch-size 2 gave placements without a batch size,
+    so `run --batch-size 4` went ahead with another step's placement. The graph file keeps the batch size
+    (as TensorFlow's do), the placement takes it, and the run is refused; the same --dim twice with two
+    values, or --dim batch=... against --batch-size, is refused too."""
+    graph, out = tmp_path / "gpt.json.gz", tmp_path / "p.json"
+    flags = ["--dim", "seq=8"]
+    assert run("import", models["gpt"], "--batch-size", 2, *flags, "-o", graph).exit_code == 0
+    assert run("partition", graph, "--devices", 2, "-o", out).exit_code == 0
+    assert json.loads(out.read_text())["batch_size"] == 2
+    r = run("run", models["gpt"], out, "--batch-size", 4, *flags)
+    assert r.exit_code == EXIT_INPUT and r.stderr.strip() == (
+        f"pardnn: error: {out}: the placement was made with --batch-size 2, but this run has --batch-size 4; run "
+        "with --batch-size 2, or partition again for the batch you want")
+    r = run("info", models["gpt"], "--dim", "batch=2", "--dim", "batch=4", *flags)
+    assert r.exit_code == 2 and "Invalid value for --dim: batch is given twice, as 2 and 4" in r.stderr
+    r = run("info", models["gpt"], "--batch-size", 8, "--dim", "batch=4", *flags)
+    assert r.exit_code == EXIT_INPUT and "--dim batch=4 and --batch-size 8 disagree" in r.stderr
+    assert run("info", models["gpt"], "--batch-size", 4, "--dim", "batch=4", *flags, *flags).exit_code == 0
+
+
 def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):
     out = tmp_path / "p.json"
     assert run("partition", models["mlp"], "--devices", 2, "--batch-size", 2, "--method", "m-topo",
