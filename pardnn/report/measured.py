@@ -80,6 +80,32 @@ class MeasuredRun:
     """The traced step's ops per device (``measured_timeline``); empty when the run has none."""
     no_lanes: str = ""
     """Why ``lanes`` is empty (when it is)."""
+    graph: str | None = None
+    """The graph the run placed (its name), when the run says."""
+    ops_per_device: tuple[int, ...] = ()
+    """The ops the run put on each of the placement's devices (TensorFlow runs say), else empty."""
+
+    def check_matches(self, g, placement, placement_source: str) -> None:
+        """Raise an `InputError` where this run cannot be of ``placement`` on ``g``: another graph's name,
+        other counts of ops per device, or a stage on a device the placement does not have."""
+        if self.graph is not None and self.graph != g.name:
+            raise InputError(f"{self.source}: a run of graph {self.graph!r}, not of {g.name!r}; give --measured "
+                             f"the run of {placement_source}")
+        mine = np.bincount(placement.assignment, minlength=len(placement.devices))
+        if self.ops_per_device:
+            theirs = np.trim_zeros(np.asarray(self.ops_per_device, dtype=np.int64), "b")
+            if not np.array_equal(theirs, np.trim_zeros(mine, "b")):
+                raise InputError(f"{self.source}: the run put {_counts(theirs)} ops on its devices, but "
+                                 f"{placement_source} puts {_counts(mine)}; give --measured the run of "
+                                 f"{placement_source}")
+        far = [d.index for d in self.devices if d.index is not None and d.index >= len(placement.devices)]
+        if far:
+            raise InputError(f"{self.source}: the run used device {far[0]}, but {placement_source} has "
+                             f"{len(placement.devices)} devices; give --measured the run of {placement_source}")
+
+
+def _counts(c) -> str:
+    return ", ".join(str(int(x)) for x in c) or "no"
 
 
 def _number(x: Any) -> float | None:
@@ -185,6 +211,9 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
         samples_us=tuple(x for x in (_number(v) for v in samples) if x is not None) if isinstance(samples, list)
         else (),
         lanes=lanes, no_lanes=no_lanes,
+        graph=d["graph"] if isinstance(d.get("graph"), str) else None,
+        ops_per_device=tuple(int(x) for x in ops) if isinstance(ops := d.get("ops_per_device"), list)
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ops) else (),
     )
 
 

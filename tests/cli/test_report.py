@@ -59,6 +59,34 @@ def test_report_with_a_measured_run(tmp_path):
     assert "measured-timeline" not in page.images
 
 
+def test_a_measured_run_of_another_placement_is_refused(tmp_path):
+    """Found by a new user's trial: a 4-device run given to the report of a 2-device placement was paired
+    device by device with it (one device 137x its prediction). A run that names another graph, puts other
+    counts of ops on the devices (TensorFlow's runs say) or times a stage on a device the placement lacks
+    is refused in one line; the run of this placement is taken."""
+    p, out, m = tmp_path / "p.json", tmp_path / "r.html", tmp_path / "run.json"
+    assert run("partition", GNMT, "-k", 2, "--method", "m-topo", "-o", p).exit_code == 0
+    placed = json.loads(p.read_text())["assignment"]
+    counts = [sum(1 for d in placed.values() if d == k) for k in (0, 1)]
+    graph = json.loads(p.read_text())["graph"]
+    cases = [
+        ({"graph": "other"}, f"run.json: a run of graph 'other', not of {graph!r}; give --measured the run of {p}"),
+        ({"graph": graph, "ops_per_device": [counts[0] - 1, counts[1] + 1]},
+         f"run.json: the run put {counts[0] - 1}, {counts[1] + 1} ops on its devices, but {p} puts "
+         f"{counts[0]}, {counts[1]}; give --measured the run of {p}"),
+        ({"ops_per_device": [1, 1, 1, sum(counts) - 3]}, "ops on its devices, but"),
+        ({"stages": [{"device": 2, "compute_us": 5.0}]},
+         f"run.json: the run used device 2, but {p} has 2 devices; give --measured the run of {p}"),
+    ]
+    for extra, message in cases:
+        m.write_text(json.dumps({"measured_us": 1000.0, **extra}))
+        r = run("report", GNMT, p, "--measured", m, "-o", out)
+        assert r.exit_code == EXIT_INPUT and r.stderr.count("\n") == 1 and message in r.stderr, (extra, r.stderr)
+        assert not out.exists()
+    m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, "ops_per_device": counts + [0, 0]}))
+    assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == 0
+
+
 def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
     p = tmp_path / "p.json"
     assert run("partition", GNMT, "-k", 2, "-o", p).exit_code == 0
