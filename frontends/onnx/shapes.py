@@ -69,9 +69,13 @@ def element_size(elem_type: int) -> int:
         return 4
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0].strip() if text else type(exc).__name__
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line: its lines joined (onnx's checker breaks a sentence over three, the node's
+    name on the second), cut at ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[:limit - 3].rstrip() + "..."
+    return text or type(exc).__name__
 
 
 def _static(vi: onnx.ValueInfoProto) -> TensorInfo | None:

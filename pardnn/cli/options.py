@@ -125,6 +125,14 @@ def pinning_from(local_cluster, pin: bool, cores_per_task, intra_op_threads, int
                    inter_op_threads=inter_op_threads)
 
 
+def _parsed(flag: str, parse, text: str | None):
+    """``parse(text)`` (None when not given); a value it cannot read is a usage error naming ``flag``."""
+    try:
+        return parse(text) if text is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+
+
 def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
                   bandwidth: str | None, latency: str | None, device_prefix: str,
                   default_devices: int | None = None) -> Cluster:
@@ -148,11 +156,10 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
     for v in spd:
         if not 0 < v < float("inf"):
             raise click.BadParameter(f"must be a positive number, got {v:g}", param_hint="--speed")
-    try:
-        bw = parse_rate(bandwidth) if bandwidth is not None else None
-        lat = parse_time(latency) if latency is not None else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    bw = _parsed("--bandwidth", parse_rate, bandwidth)
+    lat = _parsed("--latency", parse_time, latency)
+    if lat is not None and not 0 <= lat < float("inf"):
+        raise click.BadParameter(f"must be zero or more, got {latency!r}", param_hint="--latency")
     if bw is not None and not 0 < bw < float("inf"):
         raise click.BadParameter(f"must be positive, got {bandwidth!r}", param_hint="--bandwidth")
     kwargs: dict[str, Any] = {}

@@ -162,6 +162,15 @@ def test_usage_errors_exit_2(tmp_path, graph_file):
     assert r.exit_code == EXIT_USAGE and "cannot read 'lots' as a size" in r.output
     r = run("partition", graph_file, "-k", 2, "--memory", "1,2,3", "-o", tmp_path / "o.json")
     assert r.exit_code == EXIT_USAGE and "gives 3 values for 2 devices" in r.output
+    # every flag of the cluster is named (the rate and the latency were not: found by a new user's trial)
+    for flag, value, message in (("--bandwidth", "-5GB/s", "cannot read '-5GB/s' as a rate"),
+                                 ("--bandwidth", "0", "must be positive, got '0'"),
+                                 ("--latency", "-1us", "cannot read '-1us' as a duration"),
+                                 ("--latency", "1e999", "must be zero or more, got '1e999'"),
+                                 ("--latency", "3parsecs", "unknown time unit 'parsecs'")):
+        r = run("partition", graph_file, "-k", 2, flag, value, "-o", tmp_path / "o.json")
+        assert r.exit_code == EXIT_USAGE and f"Invalid value for {flag}: {message}" in r.output, r.output
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_never_overwrites_the_input(graph_file):

@@ -236,6 +236,8 @@ def test_malformed_models_are_one_line_input_errors(tmp_path):
         load_input(path)
     assert str(err.value).startswith(f"{path}: invalid ONNX model:") and "nowhere" in str(err.value)
     assert "\n" not in str(err.value)
+    # onnx's checker names the node on the message's second line: the one line keeps it
+    assert "input 'nowhere' of node: name: r OpType: Relu is not output of any previous nodes" in str(err.value)
     empty = tmp_path / "empty.onnx"
     empty.write_bytes(b"")
     with pytest.raises(InputError, match="not an ONNX model with a graph"):
