@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
@@ -63,11 +64,38 @@ def cluster_spec_from_dict(d, *, source: str = "cluster spec") -> TFClusterSpec:
     job, tasks = next(iter(d.items()))
     if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t for t in tasks):
         raise InputError(f"{source}: job {job!r} must list its tasks as \"host:port\" strings")
-    for t in tasks:
+    for i, t in enumerate(tasks):
         host, sep, port = t.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise InputError(f"{source}: task address {t!r} is not host:port")
+        if t in tasks[:i]:
+            raise InputError(f"{source}: tasks {tasks.index(t)} and {i} of job {job!r} are both at {t}; each task "
+                             "needs an address of its own")
     return TFClusterSpec(tuple(tasks), job)
+
+
+def check_bindable(address: str, task: int) -> None:
+    """Raise a `RuntimeFailure` saying why task ``task``'s server could not listen at ``address`` (``host:port``)
+    on this machine: a host that does not resolve, one that is not this machine's, or a port in use. The
+    server itself would only fail to start (and TensorFlow takes seconds to load before it does)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        raise RuntimeFailure(f"task {task} cannot serve at {address}: host {host!r} does not resolve "
+                             f"({getattr(exc, 'strerror', None) or exc})") from None
+    with socket.socket(family, kind, proto) as sock:
+        try:
+            sock.bind(where)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                why = f"port {port} is in use (another server, or a task started twice?)"
+            elif exc.errno == errno.EADDRNOTAVAIL:
+                why = f"{host} is not an address of this machine; start task {task} on that host"
+            else:
+                why = exc.strerror or str(exc)
+            raise RuntimeFailure(f"task {task} cannot serve at {address}: {why}") from None
 
 
 def read_cluster_spec(path: str | Path) -> TFClusterSpec:

@@ -388,6 +388,28 @@ def _check_new_directory(output: str) -> None:
         check_new_directory(output)
 
 
+def _usable_cores() -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _core_ranges(cores: set[int]) -> str:
+    """``{0, 1, 2, 5}`` -> ``"0-2,5"``."""
+    out, run = [], []
+    for c in sorted(cores):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
 @click.command(name="serve")
 @click.option("--cluster-spec", "cluster_spec", required=True, type=click.Path(dir_okay=False),
               help="The cluster spec JSON ({\"worker\": [\"host0:2222\", \"host1:2222\"]}), the same on every host.")
@@ -415,16 +437,22 @@ def serve_cmd(cluster_spec: str, task: int, cpus: int, lifetime: float, cores: s
     Example (host 1 of 2):
       pardnn serve --cluster-spec cluster.json --task 1
     """
-    from ..backend.tf_cluster import read_cluster_spec
+    from ..backend.tf_cluster import check_bindable, read_cluster_spec
     from ..backend.tf_server import parse_cores, serve
 
     try:
         core_list = parse_cores(cores)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--cores") from None
+    usable = _usable_cores()
+    if usable is not None and not set(core_list) <= usable:
+        missing = sorted(set(core_list) - usable)
+        raise click.BadParameter(f"core {missing[0]} is not one this process may use (it may use "
+                                 f"{_core_ranges(usable)})", param_hint="--cores")
     spec = read_cluster_spec(cluster_spec)
     if task >= len(spec.tasks):
         raise InputError(f"{cluster_spec}: task {task} does not exist; job {spec.job!r} has {len(spec.tasks)} tasks")
+    check_bindable(spec.tasks[task], task)
     code = serve(spec.to_dict(), spec.job, task, cpus=cpus, lifetime_s=lifetime, cores=core_list,
                  intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads)
     if code == 0:   # the lifetime is over; the gRPC server's threads never stop by themselves

@@ -443,17 +443,6 @@ def test_a_server_that_does_not_start_is_a_runtime_failure():
     assert lc.processes == []                                  # start() stopped what it had started
 
 
-def test_pardnn_serve_on_a_busy_port_fails_with_exit_code_5(tmp_path):
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        spec = tmp_path / "spec.json"
-        spec.write_text(json.dumps({"worker": [f"127.0.0.1:{port}"]}))
-        res = CliRunner().invoke(cli, ["serve", "--cluster-spec", str(spec), "--task", "0", "--lifetime", "5"])
-    assert res.exit_code == EXIT_RUNTIME and "did not start" in res.output
-
-
 def test_an_unreachable_task_is_a_runtime_failure(imports):
     imp = imports["cnn"]
     port = socket.socket()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 from click.testing import CliRunner
 
 from pardnn.cli import cli
-from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_USAGE
+from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_RUNTIME, EXIT_USAGE
 from pardnn.ir import save_graph
 
 from ..helpers import tiny
@@ -315,3 +317,32 @@ def test_the_run_table_prints_a_measured_peak_without_a_ratio():
          "measured_over_predicted": None, "measured_peak_bytes": None, "note": "", "shared_allocator": True,
          "predicted_peak_bytes": [0]}
     assert _memory_lines(m) == ["peak memory, 1 dev   predicted 0 B, measured 1.00 MiB (TensorFlow's allocator)"]
+
+
+def test_serve_says_why_it_cannot_serve_before_tensorflow_loads(tmp_path):
+    """A busy port, a host that is not this machine, two tasks at one address and cores this process may
+    not use are each one line, before TensorFlow loads (these run without it); a busy port used to say only
+    that the server did not start (found by a new user's trial, with the rest)."""
+    spec = tmp_path / "spec.json"
+
+    def serve(tasks, *flags):
+        spec.write_text(json.dumps({"worker": tasks}))
+        return run("serve", "--cluster-spec", spec, "--task", 0, *flags)
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = serve([f"127.0.0.1:{port}"])
+    assert r.exit_code == EXIT_RUNTIME and r.stderr.strip() == (
+        f"pardnn: error: task 0 cannot serve at 127.0.0.1:{port}: port {port} is in use (another server, or a task "
+        "started twice?)")
+    r = serve(["192.0.2.7:2222"])         # (TEST-NET-1: never an address of this machine)
+    assert r.exit_code == EXIT_RUNTIME and "192.0.2.7 is not an address of this machine; start task 0 on that host" \
+        in r.stderr
+    r = serve(["127.0.0.1:2222", "127.0.0.1:2222"])
+    assert r.exit_code == EXIT_INPUT and "tasks 0 and 1 of job 'worker' are both at 127.0.0.1:2222" in r.stderr
+    top = max(os.sched_getaffinity(0))
+    r = serve(["127.0.0.1:2222"], "--cores", f"0-{top + 1}")
+    assert r.exit_code == EXIT_USAGE and f"Invalid value for --cores: core {top + 1} is not one this process may use" \
+        in r.stderr
