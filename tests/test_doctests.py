@@ -8,7 +8,7 @@ import pytest
 MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api",
            "pardnn.frontends.synthetic", "pardnn.frontends.common", "pardnn.frontends.roofline",
            "pardnn.report.timeline", "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured",
-           "pardnn.calibration", "pardnn.cli.run", "pardnn.bounds"]
+           "pardnn.calibration", "pardnn.cli.run", "pardnn.bounds", "pardnn.passes._cuts"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -18,7 +18,8 @@ edges cost latency), simulates each of them and the incoming assignment
 
 On graphs up to ``exact_max_nodes`` ops the plain list schedules and SCT are
 also made as the Python baselines make them (``-x``), simulated and recorded
-as starts for the ``best`` pass only (`Seed.exact_max_nodes`).
+as starts for the ``best`` pass only (`Seed.exact_max_nodes`); so is the
+``cut`` start, a pipeline split of a topological order (`Seed.schedulers`).
 
 So the plan never gets worse by the simulator's measure, and the same input
 gives the same plan.
@@ -38,11 +39,11 @@ from ..ir import OpGraph
 from ..machine import Schedule, simulate
 from ..pipeline import PlanState
 from ..baselines import metis
-from . import _listsched
+from . import _cuts, _listsched
 from .keep_best import plan_key
 from ._threads import THREADS_FROM, map_in_order, workers_for
 
-STARTS = (*_listsched.MODES, "metis", "sct")
+STARTS = (*_listsched.MODES, "metis", "sct", "cut")
 """The starting plans the seed pass knows."""
 
 
@@ -50,7 +51,7 @@ STARTS = (*_listsched.MODES, "metis", "sct")
 class Seed:
     name: ClassVar[str] = "seed"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
-    schedulers: str = "heft+etf+cpop+metis+sct"
+    schedulers: str = "heft+etf+cpop+metis+sct+cut"
     """Starting plans to seed with, joined by ``+`` (a comma would end the option in a pipeline spec): the
     list schedulers ``heft`` (upward-rank order, earliest finish), ``etf`` (earliest start among ready ops,
     ties by static level), ``etf-rank`` (ties by upward rank) and ``cpop`` (HEFT's engine in CPOP's order, the
@@ -58,7 +59,11 @@ class Seed:
     (`pardnn.passes._listsched`); ``metis``, a balanced minimum-cut partition of the units
     (`pardnn.baselines.metis`: compute balanced in proportion to speed, the fewest bytes cut); and ``sct``,
     Baechi's SCT (`pardnn.baselines.sct`: favourite children from Hanen and Munier's LP, then ETF that keeps
-    a favourite child on its parent's device), on graphs up to ``sct_max_nodes`` ops."""
+    a favourite child on its parent's device), on graphs up to ``sct_max_nodes`` ops; and ``cut``, consecutive
+    segments of a topological order (`_cuts`), on graphs up to ``cut_max_nodes`` ops, recorded for the
+    ``best`` pass only (a floor, never refinement's start: on a chain, such as ResNet18's inference step, no
+    one-op move reaches a single cut from the other plans, and the cut is the best plan; as a start it was
+    chosen at K=3 for a plan that refined worse, 699.9 against 608.0 us)."""
     contention: bool | str = "both"
     """How the list schedulers price a transfer: True, as the machine model runs it (a link carries one
     transfer at a time, reserved in the scheduler's order); False, as if each transfer had its link to
@@ -117,6 +122,12 @@ class Seed:
     metis_variants_max_nodes: int = 50_000
     """No ``metis-var`` start above this many ops."""
 
+    cut_choices: int = 4
+    """The ``cut`` start (`_cuts.cut_plans`: consecutive segments of a topological order, one per device,
+    each boundary where the fewest bytes cross it) is the best, by the simulator, of this many such plans."""
+    cut_max_nodes: int = 50_000
+    """No ``cut`` start above this many ops."""
+
     threads: int | None = None
     """Compute the starts, then simulate them, on this many threads at once; None: as many as there are
     jobs, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO` nodes
@@ -129,7 +140,7 @@ class Seed:
             raise ValueError(f"seed: sct_lp_iterations must be a positive number or none, got {it!r}")
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True, variants: bool = False,
-                exact: bool = False) -> list[tuple[str, str, bool, bool | str]]:
+                exact: bool = False, cuts: bool = True) -> list[tuple[str, str, bool, bool | str]]:
         """``(label, scheduler, memory-aware, contention)`` of every start, in the order that breaks ties; with
         ``variants``, each METIS start is followed by the best of its variants (``metis-var``, `_metis`); with
         ``exact``, the plain list schedules and SCT as the baselines make them come last (contention
@@ -148,8 +159,10 @@ class Seed:
         out = []
         # on large graphs the ETF-like schedulers (time) and SCT (its LP) are left out, HEFT seeding instead
         # when nothing else is named
-        drop = {s for s in names if (big and s.startswith("etf")) or (not small and s == "sct")}
-        names = [s for s in names if s not in drop] or ["heft"]
+        drop = {s for s in names if (big and s.startswith("etf")) or (not small and s == "sct")
+                or (not cuts and s == "cut")}
+        cut = "cut" in names and "cut" not in drop
+        names = [s for s in names if s not in drop and s != "cut"] or ["heft"]
         # a list scheduler once per pricing (contention first), metis and sct once
         priced = [(s, c) for c in ways for s in names if c == ways[0] or s in _listsched.MODES]
         tag = {True: "", False: "-nc"}
@@ -161,6 +174,8 @@ class Seed:
             out += [(f"m-{s}{tag[c]}", s, True, c) for s, c in priced]
         if exact:
             out += [(f"{s}-x", s, False, "exact") for s in names if s in _listsched.MODES or s == "sct"]
+        if cut:
+            out.append(("cut", "cut", False, "floor"))
         return out
 
     def _metis(self, g: OpGraph, cluster: Cluster, memory: bool, bounded: bool, n: int
@@ -183,8 +198,9 @@ class Seed:
         t_all = time.perf_counter()
         bounded = bool(np.isfinite(cluster.capacity).any())
         starts = self._starts(bounded, g.num_nodes > self.etf_max_nodes, g.num_nodes <= self.sct_max_nodes,
-                              g.num_nodes <= self.metis_variants_max_nodes, g.num_nodes <= self.exact_max_nodes)
-        recorded = {label for label, _, _, c in starts if c == "exact"}     # for the ``best`` pass only
+                              g.num_nodes <= self.metis_variants_max_nodes, g.num_nodes <= self.exact_max_nodes,
+                              g.num_nodes <= self.cut_max_nodes)
+        recorded = {label for label, _, _, c in starts if c in ("exact", "floor")}     # for the ``best`` pass only
         t0 = time.perf_counter()
         arrays = _listsched.prepare(g)
         rank = _listsched.ranks(g, cluster, arrays)
@@ -198,7 +214,7 @@ class Seed:
         jobs: dict[tuple, list[tuple[str, str, bool, bool | str]]] = {}
         for label, mode, mem, c in starts:
             paired = mode in _listsched.MODES and sum(m == mode and cc == c for _, m, _, cc in starts) == 2
-            key = (("metis", mem) if mode.startswith("metis") else ("sct",) if mode == "sct"
+            key = (("metis", mem) if mode.startswith("metis") else ("sct",) if mode == "sct" else ("cut",) if mode == "cut"
                    else (mode, c) if paired else (label,))
             jobs.setdefault(key, []).append((label, mode, mem, c))
 
@@ -218,6 +234,12 @@ class Seed:
                     known[members[0][0]] = sims[0]
                 for label in var:
                     out[label], variant[label], known[label] = best, i, sims[i]
+            elif mode == "cut":
+                plans = _cuts.cut_plans(g, cluster, choices=int(self.cut_choices)) or [state.assignment]
+                sims = [simulate(g, cluster, dev, memory=bounded) for dev in plans]
+                i = min(range(len(plans)), key=lambda j: plan_key(sims[j], bounded) + (j,))
+                out = {members[0][0]: plans[i]}
+                known[members[0][0]] = sims[i]
             elif mode == "sct":
                 from ..baselines import sct     # scipy's LP solver loads only when it is used
                 fv = sct.favourites(g, cluster, iterations_per_variable=self.sct_lp_iterations)
