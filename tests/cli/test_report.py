@@ -85,6 +85,12 @@ def test_a_measured_run_of_another_placement_is_refused(tmp_path):
         assert not out.exists()
     m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, "ops_per_device": counts + [0, 0]}))
     assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == 0
+    # host ops run on device 0, and ops regrouped with their group elsewhere: that many may differ
+    moved = {"ops_per_device": [counts[0] + 3, counts[1] - 3], "host_ops": 1, "regrouped": 2}
+    m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, **moved}))
+    assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == 0
+    m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, **moved, "regrouped": 1}))
+    assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == EXIT_INPUT
 
 
 def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
