@@ -11,7 +11,7 @@ import click
 from ..api import DEFAULT_METHOD, all_methods
 from ..errors import check_interrupt
 from ..fileio import atomic_write, check_writable, output_transaction
-from .options import check_report_path, echo_summary, list_of, write_bench_report
+from .options import OUTPUT_FILE, check_report_path, echo_summary, list_of, write_bench_report
 
 _REPO = Path(__file__).resolve().parents[2]
 """The checkout this module runs from: the samples are in its sample_graphs/, the peer data beside it."""
@@ -45,10 +45,10 @@ def _default_data_dir() -> Path | None:
               "as the tables print them, e.g. msr/op/bert_l-6_training,pipedream/resnet50).")
 @click.option("-o", "--output", "outdir", default="bench-out", show_default=True, type=click.Path(file_okay=False),
               help="Directory for results.csv, results.json, scaling.csv and makespan.png.")
-@click.option("--markdown", type=click.Path(dir_okay=False), help="Also write the tables as Markdown here "
+@click.option("--markdown", type=OUTPUT_FILE, help="Also write the tables as Markdown here "
               "(e.g. benchmarks/RESULTS.md).")
 @click.option("--tables/--no-tables", default=True, show_default=True, help="Print one table per case.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+@click.option("--report", "report_path", type=OUTPUT_FILE,
               help="Also write the tables and plots as one HTML page here.")
 @click.pass_context
 def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthetic_sizes, max_nodes, scaling,

@@ -7,7 +7,7 @@ import click
 from ..errors import InputError, MissingDependencyError
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..units import format_time, parse_size
-from .options import echo_json, echo_summary, list_of, pin_options, pinning_from
+from .options import OUTPUT_FILE, echo_json, echo_summary, list_of, pin_options, pinning_from
 
 
 def _rate(bytes_per_us: float) -> str:
@@ -16,7 +16,7 @@ def _rate(bytes_per_us: float) -> str:
 
 
 @click.command(name="calibrate")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Write the measured cluster (pardnn.cluster JSON) here.")
 @click.option("-k", "--devices", type=click.IntRange(1, 64), metavar="K",
               help="Devices on this host: its GPUs when it has K, else K logical CPU devices [default: 2, or one "

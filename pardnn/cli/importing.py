@@ -9,12 +9,12 @@ import click
 from ..fileio import check_writable, is_stream, refuse_overwrite
 from ..ir import save_graph
 from ..units import format_time
-from .options import echo_summary, frontend_options, make_frontend_options, read_input
+from .options import OUTPUT_FILE, echo_summary, frontend_options, make_frontend_options, read_input
 
 
 @click.command(name="import")
 @click.argument("model", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the pardnn.graph (.json or .json.gz).")
 @click.option("--name", help="Graph name to record (default: from the file name).")
 @frontend_options

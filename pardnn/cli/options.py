@@ -23,6 +23,20 @@ from ..ir import OpGraph
 from ..units import parse_rate, parse_size, parse_time
 
 
+class OutputFile(click.Path):
+    """A file a command writes. ``-`` is stdout, as in click's and most tools' convention, written as
+    ``/dev/stdout`` is (the summary then goes to stderr)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value, param, ctx):
+        return "/dev/stdout" if value == "-" else super().convert(value, param, ctx)
+
+
+OUTPUT_FILE = OutputFile()
+
+
 def note_input(ctx: click.Context, g: OpGraph) -> None:
     """Remember the input's size for messages that need it (out of memory)."""
     ctx.find_root().obj["input_size"] = f"{g.num_nodes:,} nodes and {g.num_edges:,} edges ({g.name})"

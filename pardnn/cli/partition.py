@@ -17,8 +17,8 @@ from ..frontends import detect_format
 from ..machine import simulate as run_sim
 from ..placement import Placement, load_placement, save_placement
 from ..units import format_bytes, format_time
-from .options import (build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json, echo_summary,
-                      frontend_options, make_frontend_options, placement_cluster, read_input,
+from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
+                      echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
                       write_placement_report)
 
 
@@ -88,14 +88,14 @@ def _echo_timings(time_passes: bool, timings: list) -> None:
 
 @click.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the pardnn.placement JSON (or .place text, by its name).")
 @cluster_options
 @click.option("--method", default=None, callback=_check_method,
               help="Placement method (default: the ParDNN pipeline). See --list-methods.")
 @click.option("--list-methods", is_flag=True, is_eager=True, expose_value=False, callback=_list_methods,
               help="List the placement methods and exit.")
-@click.option("--place", "place_path", type=click.Path(dir_okay=False),
+@click.option("--place", "place_path", type=OUTPUT_FILE,
               help="Also write ParDNN's plain 'name device' form here.")
 @click.option("--allow-infeasible", is_flag=True,
               help="Write the placement even when it breaks a memory limit (exit code stays 4).")
@@ -117,7 +117,7 @@ def _echo_timings(time_passes: bool, timings: list) -> None:
                    "--effort and --refine-evals.")
 @click.option("--capacity-search/--no-capacity-search", default=True, show_default=True,
               help="When nothing fits, search for the smallest memory that would (several more placements).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+@click.option("--report", "report_path", type=OUTPUT_FILE,
               help="Also write an HTML report here: timeline, memory, communication (see `pardnn report`).")
 @frontend_options
 @click.pass_context
@@ -206,7 +206,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 @click.argument("placement", type=click.Path())
 @cluster_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", type=OUTPUT_FILE,
               help="Also write the simulated timeline here as Chrome trace-event JSON (Perfetto, chrome://tracing): "
                    "a track per device and per link.")
 @frontend_options

@@ -14,7 +14,8 @@ from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
-from .options import build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options, read_input
+from .options import (OUTPUT_FILE, build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options,
+                      read_input)
 
 PLOT_SUFFIXES = (".png", ".html", ".htm")
 
@@ -112,7 +113,7 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
 @click.option("--search/--no-search", default=True, show_default=True,
               help="Find the smallest memory per device for each K (several placements per K).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
-@click.option("-o", "--plot", "plot_path", type=click.Path(dir_okay=False),
+@click.option("-o", "--plot", "plot_path", type=OUTPUT_FILE,
               help="Also draw memory per device and speedup against K: a .png image, or an .html page with the "
                    "table (needs matplotlib).")
 @frontend_options

@@ -12,14 +12,14 @@ import click
 
 from ..machine import simulate
 from ..placement import load_placement
-from .options import (check_report_path, cluster_options, echo_summary, frontend_options, make_frontend_options,
-                      placement_cluster, read_input, write_placement_report)
+from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
+                      make_frontend_options, placement_cluster, read_input, write_placement_report)
 
 
 @click.command(name="report")
 @click.argument("graph", type=click.Path())
 @click.argument("placement", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the HTML report (one self-contained file).")
 @click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
               help="A measured run (the JSON `pardnn run --json` prints) to put beside the prediction.")

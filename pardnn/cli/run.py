@@ -24,7 +24,7 @@ from ..errors import InfeasibleError, InputError, MissingDependencyError, Runtim
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import input_format
 from ..units import format_bytes, format_time
-from .options import (build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
+from .options import (OUTPUT_FILE, build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
                       make_frontend_options, pin_options, pinning_from)
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
@@ -177,7 +177,7 @@ def _criterion_line(r) -> str:
               help="TensorFlow: seconds a server may take to start and an op to run.")
 @click.option("--write", "write_path", type=click.Path(),
               help="TensorFlow: also write the placed model here (.pb, .pbtxt, or a directory for a SavedModel).")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", type=OUTPUT_FILE,
               help="TensorFlow: also write the predicted and the measured (traced step) timelines here as Chrome "
                    "trace-event JSON (Perfetto, chrome://tracing): a track per device, and per link predicted.")
 @click.option("--json", "as_json", is_flag=True,

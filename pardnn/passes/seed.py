@@ -214,7 +214,7 @@ class Seed:
         jobs: dict[tuple, list[tuple[str, str, bool, bool | str]]] = {}
         for label, mode, mem, c in starts:
             paired = mode in _listsched.MODES and sum(m == mode and cc == c for _, m, _, cc in starts) == 2
-            key = (("metis", mem) if mode.startswith("metis") else ("sct",) if mode == "sct" else ("cut",) if mode == "cut"
+            key = (("metis", mem) if mode.startswith("metis") else (mode,) if mode in ("sct", "cut")
                    else (mode, c) if paired else (label,))
             jobs.setdefault(key, []).append((label, mode, mem, c))
 
