@@ -25,6 +25,7 @@ fails with Keras's own first line.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -96,6 +97,11 @@ def _load(p: Path):
             warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
             return keras.saving.load_model(str(p), compile=True, safe_mode=True)
     except Exception as exc:
+        missing = re.search(r"Could not locate (?:class|function) '([^']+)'", str(exc))
+        if missing:     # Keras words it at the end of a long message that starts with the enclosing model
+            raise InputError(f"{p}: the Keras model uses {missing.group(1)!r}, a class or function of its own "
+                             "code that Keras cannot rebuild without it; load the model in Python with that "
+                             "code imported and give it to pardnn.frontends.tensorflow.import_keras") from None
         text = str(exc).strip().splitlines()
         first = text[0] if text else type(exc).__name__
         raise InputError(f"{p}: not a loadable Keras model ({first})") from None

@@ -213,9 +213,24 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
     ("uncompiled", "saved without an optimizer and a loss"),
     ("no batch", "has no fixed batch size; give --batch-size"),
     ("not keras", "not a loadable Keras model (a .keras file is a zip archive; this is not one)"),
+    ("custom layer", "the Keras model uses 'PardnnTestOwnDense', a class or function of its own code that Keras "
+                     "cannot rebuild without it; load the model in Python with that code imported and give it "
+                     "to pardnn.frontends.tensorflow.import_keras"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
-    if case == "uncompiled":
+    if case == "custom layer":      # (a new user's trial met Keras's own message, which names the model only)
+        class PardnnTestOwnDense(keras.layers.Layer):
+            def build(self, shape):
+                self.w = self.add_weight(shape=(shape[-1], 2))
+
+            def call(self, x):
+                return x @ self.w
+
+        m = keras.Sequential([keras.Input((3,), batch_size=4), PardnnTestOwnDense()])
+        m.compile("adam", "mse")
+        m.save(tmp_path / "own.keras")
+        args = [tmp_path / "own.keras"]
+    elif case == "uncompiled":
         args = [files / "uncompiled.keras", "--batch-size", "4"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
