@@ -75,27 +75,23 @@ def cluster_spec_from_dict(d, *, source: str = "cluster spec") -> TFClusterSpec:
 
 
 def check_bindable(address: str, task: int) -> None:
-    """Raise a `RuntimeFailure` saying why task ``task``'s server could not listen at ``address`` (``host:port``)
-    on this machine: a host that does not resolve, one that is not this machine's, or a port in use. The
-    server itself would only fail to start (and TensorFlow takes seconds to load before it does)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
-    except (OSError, UnicodeError) as exc:
-        raise RuntimeFailure(f"task {task} cannot serve at {address}: host {host!r} does not resolve "
-                             f"({getattr(exc, 'strerror', None) or exc})") from None
-    with socket.socket(family, kind, proto) as sock:
+    """Raise a `RuntimeFailure` when task ``task``'s server could not listen on ``address``'s port because
+    something listens there already. TensorFlow's server binds the port on every interface with
+    ``SO_REUSEADDR`` (so a port a closed server left in TIME_WAIT is free), whatever host the spec names (a
+    NAT or public address need not be on an interface): the probe does the same. The server itself would
+    only say that it did not start, after seconds of loading TensorFlow."""
+    port = int(address.rpartition(":")[2])
+    for family, anywhere in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
         try:
-            sock.bind(where)
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((anywhere, port))
+            return
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                why = f"port {port} is in use (another server, or a task started twice?)"
-            elif exc.errno == errno.EADDRNOTAVAIL:
-                why = f"{host} is not an address of this machine; start task {task} on that host"
-            else:
-                why = exc.strerror or str(exc)
-            raise RuntimeFailure(f"task {task} cannot serve at {address}: {why}") from None
+                raise RuntimeFailure(f"task {task} cannot serve at {address}: port {port} is in use (another "
+                                     "server, or a task started twice?)") from None
+            continue        # no IPv6 here (or no IPv4): try the other; neither says nothing
 
 
 def read_cluster_spec(path: str | Path) -> TFClusterSpec:
