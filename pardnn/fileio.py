@@ -563,9 +563,10 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = None) 
 
 
 def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | None) -> None:
-    """Raise if ``output`` names a file one of ``inputs`` consists of: the input itself, an existing file
-    inside an input directory (a SavedModel's ``saved_model.pb`` and variables, onnxruntime-training
-    artifacts), or the external data of an ONNX input (its tensors' ``location`` files). An output written
+    """Raise if ``output`` names a file one of ``inputs`` consists of: the input itself, a file of an input
+    model directory (`_model_file`: a SavedModel's ``saved_model.pb`` and variables, the ``.onnx`` files and
+    checkpoint of onnxruntime-training artifacts; other files there, such as an earlier output, may be
+    replaced), or the external data of an ONNX input (the files its tensors name). An output written
     through, such as ``/dev/stdout`` on the terminal that is also stdin, overwrites no file."""
     out = Path(output)
     if is_stream(out):
@@ -581,20 +582,45 @@ def refuse_overwrite(output: str | os.PathLike, *inputs: str | os.PathLike | Non
             same = False
         if same or real_out == os.path.realpath(q):
             raise InputError(f"{out}: refusing to overwrite the input file {q}; choose another output path")
-        real_q = os.path.realpath(q)
-        if os.path.isdir(real_q):
-            if os.path.isfile(real_out) and _inside(real_out, real_q):
+        if os.path.isdir(q):
+            if _model_file(os.path.realpath(q), real_out):
                 raise InputError(f"{out}: refusing to overwrite a file of the input {q}; choose another output path")
-        elif q.name.lower().endswith(".onnx") and _inside(real_out, os.path.dirname(real_q)):
-            for loc in onnx_external_locations(q):
-                if os.path.realpath(os.path.join(os.path.dirname(real_q), loc)) == real_out:
-                    raise InputError(f"{out}: refusing to overwrite {loc}, the external data of the input {q}; "
-                                     "choose another output path")
+        elif q.name.lower().endswith(".onnx"):
+            loc = _external_data_named(q, real_out)
+            if loc is not None:
+                raise InputError(f"{out}: refusing to overwrite {loc}, the external data of the input {q}; "
+                                 "choose another output path")
 
 
-def _inside(path: str, directory: str) -> bool:
-    """Whether the real path ``path`` lies under the real directory ``directory``."""
-    return os.path.commonpath([path, directory]) == directory
+_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "checkpoint")
+_MODEL_DIRS = ("variables", "assets", "assets.extra")
+
+
+def _model_file(directory: str, path: str) -> bool:
+    """Whether the real path ``path`` is a file the model in the real ``directory`` is made of: a
+    SavedModel's graph, fingerprint and anything under its variables and assets, or onnxruntime-training
+    artifacts' ``.onnx`` files, their checkpoint and the external data those name."""
+    if os.path.commonpath([path, directory]) != directory or path == directory:
+        return False
+    parts = Path(os.path.relpath(path, directory)).parts
+    if parts[0] in _MODEL_DIRS or (len(parts) == 1 and (parts[0] in _MODEL_FILES
+                                                         or parts[0].lower().endswith(".onnx"))):
+        return True
+    return any(_external_data_named(Path(directory) / name, path) is not None
+               for name in sorted(os.listdir(directory)) if name.lower().endswith(".onnx"))
+
+
+def _external_data_named(model: Path, real_path: str) -> str | None:
+    """The location under which ONNX ``model`` names ``real_path`` as external data, else None. Locations are
+    relative to the folder the model is read from (a link's own, as onnx reads it), and only a path under
+    that folder can be one, so the model's bytes are read only then."""
+    base = os.path.realpath(model.parent)
+    if os.path.commonpath([real_path, base]) != base:
+        return None
+    for loc in onnx_external_locations(model):
+        if os.path.realpath(os.path.join(model.parent, loc)) == real_path:
+            return loc
+    return None
 
 
 _LOCATION = b"\x0a\x08location\x12"
@@ -620,7 +646,9 @@ def onnx_external_locations(path: str | os.PathLike) -> list[str]:
                     shift += 7
                     if not b & 0x80:
                         break
-                out.add(m[j:j + n].decode("utf-8", "replace"))
+                name = m[j:j + n].decode("utf-8", "replace")
+                if name and "\x00" not in name:      # (a path cannot hold NUL; such bytes are no location)
+                    out.add(name)
                 i = m.find(_LOCATION, j + n)
     except (OSError, ValueError):      # (ValueError: an empty file cannot be mapped)
         return []

@@ -209,27 +209,46 @@ def _location(name: str) -> bytes:
 
 
 def test_an_output_may_not_replace_a_file_an_input_consists_of(tmp_path):
-    """The input itself, a file inside an input directory (a SavedModel's), and an ONNX model's external
-    data (also in a subdirectory, under a name longer than 127 bytes, and through a link) are refused;
-    new files beside them, and a directory's new files, are not."""
+    """The input itself, the files a model directory is made of (a SavedModel's graph and variables, training
+    artifacts' models, checkpoint and their external data), and an ONNX model's external data (also in a
+    subdirectory, under a name longer than 127 bytes, through a link, and beside a linked model, where onnx
+    reads it) are refused; other files there (an earlier output: a rerun) and new files are not."""
     saved = tmp_path / "saved"
     (saved / "variables").mkdir(parents=True)
     (saved / "saved_model.pb").write_bytes(b"pb")
     (saved / "variables" / "variables.index").write_bytes(b"ix")
-    for out in (saved / "saved_model.pb", saved / "variables" / "variables.index", saved):
+    for out in (saved / "saved_model.pb", saved / "variables" / "variables.index", saved / "variables" / "new",
+                saved):
         with pytest.raises(InputError, match="refusing to overwrite"):
             refuse_overwrite(out, saved)
-    refuse_overwrite(saved / "placement.json", saved)       # a new file there replaces nothing
+    (saved / "placement.json").write_text("{}")
+    refuse_overwrite(saved / "placement.json", saved)       # pardnn's own earlier output: a rerun may replace it
+    refuse_overwrite(saved / "new.json", saved)
     long = "w/" + "x" * 140 + ".bin"
     model = tmp_path / "m.onnx"
-    model.write_bytes(b"\x08\x07junk" + _location("m.onnx.data") + b"\x1a\x02xy" + _location(long) + b"tail")
-    assert onnx_external_locations(model) == sorted(["m.onnx.data", long])
+    model.write_bytes(b"\x08\x07junk" + _location("m.onnx.data") + b"\x1a\x02xy" + _location(long)
+                      + _location("a\x00b") + b"tail")
+    assert onnx_external_locations(model) == sorted(["m.onnx.data", long])      # (a NUL is in no path)
     (tmp_path / "link.json").symlink_to(tmp_path / "m.onnx.data")
     for out in ("m.onnx.data", long, "link.json", "w/../m.onnx.data"):
         with pytest.raises(InputError, match="the external data of the input"):
             refuse_overwrite(tmp_path / out, model)
     refuse_overwrite(tmp_path / "m.placement.json", model)
     refuse_overwrite(tmp_path / "m.onnx.data", tmp_path / "other.onnx")      # not this input's data
+    # a linked model reads its data beside the link, not beside the file it points to
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "m.onnx").symlink_to(model)
+    with pytest.raises(InputError, match="m.onnx.data, the external data of the input"):
+        refuse_overwrite(tmp_path / "elsewhere" / "m.onnx.data", tmp_path / "elsewhere" / "m.onnx")
+    refuse_overwrite(tmp_path / "m.onnx.data", tmp_path / "elsewhere" / "m.onnx")
+    # training artifacts: their models, checkpoint and the data those name
+    art = tmp_path / "artifacts"
+    art.mkdir()
+    (art / "training_model.onnx").write_bytes(_location("training.data"))
+    for name in ("training_model.onnx", "eval_model.onnx", "checkpoint", "training.data"):
+        with pytest.raises(InputError, match="refusing to overwrite a file of the input"):
+            refuse_overwrite(art / name, art)
+    refuse_overwrite(art / "placement.json", art)
     assert onnx_external_locations(tmp_path / "missing.onnx") == []
     (tmp_path / "empty.onnx").write_bytes(b"")
     assert onnx_external_locations(tmp_path / "empty.onnx") == []
