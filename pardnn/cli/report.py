@@ -58,10 +58,10 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
         g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
     measured = load_measured(measured_path) if measured_path else None
-    if measured is not None:
-        measured.check_matches(g, pl, placement)
     cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
                                            device_prefix)
+    if measured is not None:
+        measured.check_matches(pl, placement, cluster.num_devices)
     if all(x is None for x in (cluster_path, devices, speed)) and not text_form:
         cluster = cluster.renamed(pl.devices)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):

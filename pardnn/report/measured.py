@@ -80,20 +80,17 @@ class MeasuredRun:
     """The traced step's ops per device (``measured_timeline``); empty when the run has none."""
     no_lanes: str = ""
     """Why ``lanes`` is empty (when it is)."""
-    graph: str | None = None
-    """The graph the run placed (its name), when the run says."""
     ops_per_device: tuple[int, ...] = ()
     """The ops the run put on each of the placement's devices (TensorFlow runs say), else empty."""
     ops_rehomed: int = 0
     """Ops the run may have put elsewhere than the placement says: host ops (counted on device 0) and ops
     regrouped with their colocation group (``host_ops`` + ``regrouped``)."""
 
-    def check_matches(self, g, placement, placement_source: str) -> None:
-        """Raise an `InputError` where this run cannot be of ``placement`` on ``g``: another graph's name,
-        other counts of ops per device, or a stage on a device the placement does not have."""
-        if self.graph is not None and self.graph != g.name:
-            raise InputError(f"{self.source}: a run of graph {self.graph!r}, not of {g.name!r}; give --measured "
-                             f"the run of {placement_source}")
+    def check_matches(self, placement, placement_source: str, num_devices: int) -> None:
+        """Raise an `InputError` where this run cannot be of ``placement`` on a cluster of ``num_devices``:
+        more ops on other devices than its host and regrouped ops explain (or another count of ops), or time
+        measured on a device past the cluster's. (Names are not compared: a run names the model it ran, which
+        need not be the name a graph was imported under.)"""
         mine = np.bincount(placement.assignment, minlength=len(placement.devices))
         if self.ops_per_device:
             theirs = np.asarray(self.ops_per_device, dtype=np.int64)
@@ -104,10 +101,10 @@ class MeasuredRun:
                 raise InputError(f"{self.source}: the run put {_counts(np.trim_zeros(theirs, 'b'))} ops on its "
                                  f"devices, but {placement_source} puts {_counts(np.trim_zeros(mine, 'b'))}; give "
                                  f"--measured the run of {placement_source}")
-        far = [d.index for d in self.devices if d.index is not None and d.index >= len(placement.devices)]
+        far = [d.index for d in self.devices if d.index is not None and d.index >= num_devices and d.measured_us > 0]
         if far:
-            raise InputError(f"{self.source}: the run used device {far[0]}, but {placement_source} has "
-                             f"{len(placement.devices)} devices; give --measured the run of {placement_source}")
+            raise InputError(f"{self.source}: the run used device {far[0]}, but the placement's cluster has "
+                             f"{num_devices} devices; give --measured the run of {placement_source}")
 
 
 def _counts(c) -> str:
@@ -217,7 +214,6 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
         samples_us=tuple(x for x in (_number(v) for v in samples) if x is not None) if isinstance(samples, list)
         else (),
         lanes=lanes, no_lanes=no_lanes,
-        graph=d["graph"] if isinstance(d.get("graph"), str) else None,
         ops_per_device=tuple(int(x) for x in ops) if isinstance(ops := d.get("ops_per_device"), list)
         and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ops) else (),
         ops_rehomed=sum(int(x) for x in (d.get("host_ops"), d.get("regrouped"))

@@ -61,22 +61,22 @@ def test_report_with_a_measured_run(tmp_path):
 
 def test_a_measured_run_of_another_placement_is_refused(tmp_path):
     """Found by a new user's trial: a 4-device run given to the report of a 2-device placement was paired
-    device by device with it (one device 137x its prediction). A run that names another graph, puts other
-    counts of ops on the devices (TensorFlow's runs say) or times a stage on a device the placement lacks
-    is refused in one line; the run of this placement is taken."""
+    device by device with it (one device 137x its prediction). A run that puts other counts of ops on the
+    devices (TensorFlow's runs say) or times a stage on a device the cluster lacks is refused in one line;
+    the run of this placement is taken."""
     p, out, m = tmp_path / "p.json", tmp_path / "r.html", tmp_path / "run.json"
     assert run("partition", GNMT, "-k", 2, "--method", "m-topo", "-o", p).exit_code == 0
     placed = json.loads(p.read_text())["assignment"]
     counts = [sum(1 for d in placed.values() if d == k) for k in (0, 1)]
     graph = json.loads(p.read_text())["graph"]
     cases = [
-        ({"graph": "other"}, f"run.json: a run of graph 'other', not of {graph!r}; give --measured the run of {p}"),
         ({"graph": graph, "ops_per_device": [counts[0] - 1, counts[1] + 1]},
          f"run.json: the run put {counts[0] - 1}, {counts[1] + 1} ops on its devices, but {p} puts "
          f"{counts[0]}, {counts[1]}; give --measured the run of {p}"),
         ({"ops_per_device": [1, 1, 1, sum(counts) - 3]}, "ops on its devices, but"),
         ({"stages": [{"device": 2, "compute_us": 5.0}]},
-         f"run.json: the run used device 2, but {p} has 2 devices; give --measured the run of {p}"),
+         f"run.json: the run used device 2, but the placement's cluster has 2 devices; give --measured the run of "
+         f"{p}"),
     ]
     for extra, message in cases:
         m.write_text(json.dumps({"measured_us": 1000.0, **extra}))
@@ -85,6 +85,17 @@ def test_a_measured_run_of_another_placement_is_refused(tmp_path):
         assert not out.exists()
     m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, "ops_per_device": counts + [0, 0]}))
     assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == 0
+    # the run names the model it ran, not the graph's name (a graph imported under --name): no refusal; nor for
+    # a device past the placement's with nothing measured (a .place file names only the devices it uses)
+    m.write_text(json.dumps({"measured_us": 1000.0, "graph": "imported-as-another-name", "ops_per_device": counts,
+                             "per_device": [{"device": 0, "measured_us": 5.0}, {"device": 2, "measured_us": 0.0}]}))
+    assert run("report", GNMT, p, "--measured", m, "-o", out).exit_code == 0
+    # a .place file on a cluster of 3: a run that timed device 2 may be its run
+    place = tmp_path / "p.place"
+    place.write_text("".join(f"{name} {dev}\n" for name, dev in placed.items()))
+    m.write_text(json.dumps({"measured_us": 1000.0, "stages": [{"device": 2, "compute_us": 5.0}]}))
+    assert run("report", GNMT, place, "--measured", m, "--devices", 3, "-o", out).exit_code == 0
+    assert run("report", GNMT, place, "--measured", m, "--devices", 2, "-o", out).exit_code == EXIT_INPUT
     # host ops run on device 0, and ops regrouped with their group elsewhere: that many may differ
     moved = {"ops_per_device": [counts[0] + 3, counts[1] - 3], "host_ops": 1, "regrouped": 2}
     m.write_text(json.dumps({"measured_us": 1000.0, "graph": graph, **moved}))
