@@ -97,8 +97,8 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
     meta = {"source_format": "onnx", "onnx_file": str(pm.path), "opset": {o.domain or "ai.onnx": o.version
                                                                              for o in pm.model.opset_import},
             "dims": dict(pm.dims), "training": pm.is_training}
-    if opts.batch_size is not None:     # `pardnn run` refuses a placement made from this graph for another
-        meta["batch_size"] = opts.batch_size
+    if pm.batch_size is not None:     # `pardnn run` refuses a placement made from this graph for another
+        meta["batch_size"] = pm.batch_size
     if pm.measured:
         meta["shapes_measured"] = list(pm.measured)
     if opts.profile_steps > 0:

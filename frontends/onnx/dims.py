@@ -44,6 +44,11 @@ def dynamic_dims(graph: onnx.GraphProto) -> list[_Dyn]:
     return out
 
 
+def sizes_a_batch(graph: onnx.GraphProto) -> bool:
+    """Whether ``--batch-size`` sizes anything in ``graph``: a named dynamic dimension at axis 0 of an input."""
+    return any(d.axis == 0 and d.param for d in dynamic_dims(graph))
+
+
 def resolve_dims(graph: onnx.GraphProto, dims: Mapping[str, int], batch_size: int | None,
                  path: Path) -> dict[str, int]:
     """The value of every dynamic input dimension, keyed by `_Dyn.key`; raises naming the first unresolved.
@@ -71,8 +76,9 @@ def resolve_dims(graph: onnx.GraphProto, dims: Mapping[str, int], batch_size: in
             raise InputError(f"{path}: --dim {key}={value}: a dimension must be at least 1")
     if batch_size is not None:
         for d in dyn:
-            if d.axis == 0 and d.param and dims.get(d.param, batch_size) != batch_size:
-                raise InputError(f"{path}: --dim {d.param}={dims[d.param]} and --batch-size {batch_size} disagree on "
+            key = next((k for k in (d.param, f"{d.tensor}:{d.axis}") if k in dims), None) if d.axis == 0 else None
+            if d.param and key is not None and dims[key] != batch_size:
+                raise InputError(f"{path}: --dim {key}={dims[key]} and --batch-size {batch_size} disagree on "
                                  f"the batch dimension {d.param!r} (axis 0 of input {d.tensor!r}); give one of them")
     batch_params = {d.param for d in dyn if d.axis == 0 and d.param and d.param not in dims}
     out: dict[str, int] = {}

@@ -41,7 +41,7 @@ from onnx import TensorProto
 
 from pardnn.errors import InputError
 
-from .dims import fix_dims, resolve_dims
+from .dims import fix_dims, resolve_dims, sizes_a_batch
 from .runtime import measure_shapes
 from .shapes import TensorInfo, _first_line, infer_tensors
 from .training_ops import ORT_STANDARD_DOMAIN_OPS, STATE_UPDATE_OPS
@@ -64,6 +64,8 @@ class PreparedModel:
     """The dynamic dimensions fixed, by name (``INPUT:AXIS`` for unnamed ones)."""
     measured: tuple[str, ...] = ()
     """Tensors whose shapes came from an onnxruntime run rather than shape inference."""
+    batch_size: int | None = None
+    """``--batch-size`` when it sized the model's batch (a named dynamic dimension at axis 0), else None."""
 
     @property
     def graph(self) -> onnx.GraphProto:
@@ -242,7 +244,8 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
     for n, name in zip(g.node, unique_node_names(g.node)):
         n.name = name
     values = resolve_dims(g, dims or {}, batch_size, p)
+    batch = batch_size if batch_size is not None and sizes_a_batch(g) else None
     fix_dims(model, values)
     fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
     tensors, measured = infer_tensors(model, p, run_fallback=fallback)
-    return PreparedModel(model, p, originals, tensors, values, measured)
+    return PreparedModel(model, p, originals, tensors, values, measured, batch)

@@ -173,9 +173,10 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     seconds = time.perf_counter() - t0
     _echo_timings(time_passes, timings)
     # the batch the graph was built for: the frontend's (a framework model read now), or the one a pardnn.graph
-    # recorded when it was imported (there --batch-size changes nothing)
+    # recorded when it was imported (there --batch-size changes nothing); an ONNX model's only where
+    # --batch-size sized it (a model of fixed batch records none)
     batch = g.meta.get("batch_size")
-    if batch is None and (fmt or detect_format(input_path)) != "pardnn":
+    if batch is None and (fmt or detect_format(input_path)) not in ("pardnn", "onnx"):
         batch = opts.batch_size
     if batch is not None:        # pardnn run refuses another batch size for this placement
         plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, {**plan.meta, "batch_size": batch})

@@ -28,6 +28,7 @@ from pardnn.cluster import Cluster  # noqa: E402
 from pardnn.frontends import FrontendOptions  # noqa: E402
 from pardnn.frontends.onnx import graph_from_prepared, load_onnx, prepare  # noqa: E402
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
+from pardnn.ir import load_graph  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
 from ..onnx_models import if_with_capture, make_model, save  # noqa: E402
@@ -287,6 +288,13 @@ def test_a_placement_of_an_imported_graph_keeps_its_batch_size(models, tmp_path)
     r = run("info", models["gpt"], "--batch-size", 8, "--dim", "batch=4", *flags)
     assert r.exit_code == EXIT_INPUT and "--dim batch=4 and --batch-size 8 disagree" in r.stderr
     assert run("info", models["gpt"], "--batch-size", 4, "--dim", "batch=4", *flags, *flags).exit_code == 0
+    # a model of fixed batch: --batch-size sizes nothing, and nothing is recorded to refuse a run by (the review
+    # found it recorded, and the run then refused with the wrong batch)
+    fixed = REPO / "tests" / "data" / "onnx" / "mlp_training"
+    assert run("import", fixed, "--batch-size", 4, "-o", graph).exit_code == 0
+    assert "batch_size" not in load_graph(graph).meta
+    assert run("partition", fixed, "--batch-size", 4, "-k", 2, "-o", out).exit_code == 0
+    assert "batch_size" not in json.loads(out.read_text())
 
 
 def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):

@@ -205,6 +205,8 @@ def test_no_output_replaces_the_external_data_of_an_onnx_input(tmp_path, models)
                          "(its dynamic dimensions: batch, seq)"),
     ({"batch": 4, "seq": 8}, 8, "--dim batch=4 and --batch-size 8 disagree on the batch dimension 'batch' (axis 0 "
                                 "of input 'input_ids'); give one of them"),
+    ({"input_ids:0": 4, "seq": 8}, 8, "--dim input_ids:0=4 and --batch-size 8 disagree on the batch dimension "
+                                      "'batch' (axis 0 of input 'input_ids'); give one of them"),
 ])
 def test_unresolved_dynamic_dimensions_are_named(models, dims, batch, message):
     with pytest.raises(InputError) as err:
