@@ -55,7 +55,7 @@ def crossing_bytes(g: OpGraph, pos: np.ndarray) -> np.ndarray:
 
 def cut_plans(g: OpGraph, cluster: Cluster, *, choices: int = 4) -> list[np.ndarray]:
     """Up to ``choices`` distinct assignments: the ``r``-th takes, at every boundary, the position with the
-    ``r``-th fewest crossing bytes in its window (ties: the earlier position)."""
+    ``r``-th fewest crossing bytes in its window (ties: the one nearer the balanced place, then the earlier)."""
     K = cluster.num_devices
     n = g.num_nodes
     if K < 2 or n == 0:
@@ -86,7 +86,8 @@ def cut_plans(g: OpGraph, cluster: Cluster, *, choices: int = 4) -> list[np.ndar
         cand = np.flatnonzero(ok & (np.abs(before - target) <= half))
         if cand.size == 0:
             return []
-        picks.append(cand[np.lexsort((cand, cross[cand]))][:choices])
+        # fewest bytes first, then nearest the balanced place (a uniform chain ties everywhere), then earliest
+        picks.append(cand[np.lexsort((cand, np.abs(before[cand] - target), cross[cand]))][:choices])
     plans: list[np.ndarray] = []
     pinned = g.unit_pin[g.unit]
     for r in range(choices):

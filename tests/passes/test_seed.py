@@ -575,3 +575,20 @@ def test_a_chain_is_cut_once_where_the_fewest_bytes_cross():
     plan, state, _ = partitioner.run(g, c, PardnnOptions(pipeline=spec))
     without = simulate(g, c, plan)
     assert without.feasible and without.makespan_us > s.makespan_us * 1.04
+
+
+def test_a_uniform_chain_is_cut_in_the_middle():
+    """Every cut of a uniform chain moves the same bytes: the ties go to the balanced place (the review found
+    them at the window's edge, where 100 ops of 1 MB of weights each overflowed 60 MB devices)."""
+    from pardnn.ir import GraphBuilder
+
+    b = GraphBuilder("uniform")
+    for i in range(100):
+        b.add_node(f"n{i}", time_us=1.0, output_bytes=1000, persistent_bytes=10**6)
+    for i in range(99):
+        b.add_edge(f"n{i}", f"n{i + 1}")
+    g = b.build()
+    c = Cluster.homogeneous(2, 60 * 10**6)
+    plans = _cuts.cut_plans(g, c)
+    assert [int(p.sum()) for p in plans] == [50, 51, 49, 52]
+    assert all(simulate(g, c, p).feasible for p in plans)
