@@ -28,7 +28,7 @@ The search is bracketed so that few probes are needed:
 
 K=1 needs no placement: the whole graph on one device (pins ignored, SPEC §1.1 rule 10) gives the step
 time every speedup is relative to, and its peak is the smallest memory. A K below the device the graph's
-pins need is reported as unavailable. Everything is deterministic except the seconds.
+pins need is reported as unavailable, K=1 included (its step stays the reference). Everything is deterministic except the seconds.
 """
 
 from __future__ import annotations
@@ -232,9 +232,10 @@ class DevicePlan:
 
     def speedup_bound(self, row: PlanRow) -> float | None:
         """One device's step time over ``row``'s step-time lower bound: no placement on K devices is faster
-        (None for an empty graph, whose bound is 0)."""
+        (None for an empty graph, whose bound is 0, and for a count too small for the graph's pins, which
+        has no placement at all)."""
         lb = row.step_lower_bound_us
-        return self.single_step_us / lb if lb > 0 else None
+        return self.single_step_us / lb if lb > 0 and row.available else None
 
     def memory_text(self) -> str:
         distinct = sorted({m for m in self.memory}, key=lambda m: (m is None, m or 0))
@@ -302,6 +303,12 @@ def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSett
         bound = memory_lower_bound(g, k)
         step_bound = makespan_lower_bound(g, ck).value_us
         cap = ck.capacity
+        if k == 1 and need_k > 1:     # the reference step (pins ignored) is no placement a user can run
+            rows.append(PlanRow(1, False, None, None, None, None, None, None, bound, step_bound, None, None, 0,
+                                f"the graph's pins need {need_k} devices"))
+            previous = single_peak
+            history.append((1, single_peak))
+            continue
         if k == 1:
             fits = bool(single_peak <= cap[0])
             rows.append(PlanRow(1, True, fits, single_step if fits else None, 1.0 if fits else None, single_peak,

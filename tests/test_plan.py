@@ -84,8 +84,17 @@ def test_lower_bound_is_below_every_fit():
 def test_pins_make_small_counts_unavailable():
     g = tiny([("a", 10, 1000), ("b", 5, 1000, {"pinned": 2}), ("c", 1, 1000)], [("a", "b"), ("b", "c")])
     plan = plan_devices(g, Cluster.homogeneous(3, memory_bytes=10_000), PlanSettings(counts=(1, 2, 3)))
-    assert [r.available for r in plan.rows] == [True, False, True]
-    assert "pins need 3 devices" in plan.rows[1].note and plan.rows[2].fits
+    # K=1 too (a new user's trial: it said "fits", and "fewest devices that fit: K=1", which partition refuses);
+    # its step, pins ignored, stays the reference of the speedups
+    assert [r.available for r in plan.rows] == [False, False, True]
+    assert all("pins need 3 devices" in r.note for r in plan.rows[:2]) and plan.rows[2].fits
+    assert [plan.speedup_bound(r) is None for r in plan.rows] == [True, True, False]
+    assert plan.rows[2].speedup == pytest.approx(plan.single_step_us / plan.rows[2].step_us)
+    from pardnn.cli.plan import plan_table
+    text = plan_table(plan)
+    assert "fewest devices that fit: K=3" in text
+    alone = plan_devices(g, Cluster.homogeneous(3, memory_bytes=10_000), PlanSettings(counts=(2,)))
+    assert "no count asked for has as many devices as the graph's pins need" in plan_table(alone)
 
 
 def test_candidates_follow_the_previous_answers():

@@ -74,6 +74,8 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
         best = (f"fastest: K={fastest.k} ({_speedup(fastest.speedup)})" if fastest.speedup > 1.0 else
                 "no count is faster than one device")
         lines.append(f"fewest devices that fit: K={fewest.k} ({_speedup(fewest.speedup)}); {best}")
+    elif not any(r.available for r in plan.rows):
+        lines.append("no count asked for has as many devices as the graph's pins need; ask for more with --devices")
     elif plan.settings.search:
         found = [r for r in plan.rows if r.min_memory_bytes is not None]
         lines.append("no device count fits " + mem + (
