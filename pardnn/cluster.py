@@ -308,7 +308,22 @@ def _opt_num(value: Any, what: str, where: str) -> float | None:
     return None if value is None else _num(value, what, where, positive=True)
 
 
+_KEYS = {"cluster": ("format", "version", "devices", "latency_us", "bandwidth_bytes_per_us", "links",
+                     "transfer_cpu_us", "transfer_cpu_bytes_per_us"),
+         "device": ("name", "memory_bytes", "speed"),
+         "link": ("latency_us", "bandwidth_bytes_per_us", "transfer_cpu_us", "transfer_cpu_bytes_per_us")}
+"""The keys each object of a cluster file may have. Any other is refused: a misspelt ``memroy_bytes`` would
+otherwise leave a device unlimited without a word (the SPEC is silent here; graphs keep unknown fields)."""
+
+
+def _known_keys(obj: dict, kind: str, where: str) -> None:
+    unknown = [k for k in obj if k not in _KEYS[kind]]
+    if unknown:
+        raise ClusterError(f"{where}: unknown key {unknown[0]!r} (a {kind} has {', '.join(_KEYS[kind])})")
+
+
 def _link_from_dict(cell: dict, lat: float, bw: float, where: str) -> Link:
+    _known_keys(cell, "link", where)
     cpu = cell.get("transfer_cpu_us")
     return Link(_num(cell.get("latency_us", lat), "latency_us", where),
                 _num(cell.get("bandwidth_bytes_per_us", bw), "bandwidth_bytes_per_us", where, positive=True),
@@ -324,6 +339,7 @@ def cluster_from_dict(d: Any, *, source: str | None = None) -> Cluster:
         raise ClusterError(f"{where}: \"format\" is {d.get('format')!r}, expected {CLUSTER_FORMAT!r}")
     if d.get("version", CLUSTER_VERSION) != CLUSTER_VERSION:
         raise ClusterError(f"{where}: unsupported {CLUSTER_FORMAT} version {d.get('version')!r}")
+    _known_keys(d, "cluster", where)
     raw = d.get("devices")
     if not isinstance(raw, list) or not raw:
         raise ClusterError(f"{where}: \"devices\" must be a non-empty list")
@@ -334,6 +350,7 @@ def cluster_from_dict(d: Any, *, source: str | None = None) -> Cluster:
         name = dev.get("name", f"/device:GPU:{i}")
         if not isinstance(name, str) or not name:
             raise ClusterError(f"{where}: devices[{i}]: name must be a non-empty string")
+        _known_keys(dev, "device", f"{where}: device {name!r}")
         mem = dev.get("memory_bytes")
         mem_v = None if mem is None else int(_num(mem, "memory_bytes", f"{where}: device {name!r}"))
         speed = _num(dev.get("speed", 1.0), "speed", f"{where}: device {name!r}", positive=True)

@@ -49,6 +49,12 @@ def test_unlimited_memory_and_heterogeneous_devices():
     ({"bandwidth_bytes_per_us": 0}, "must be positive"),
     ({"links": [[None]]}, "2x2 matrix"),
     ({"format": "pardnn.graph"}, "expected 'pardnn.cluster'"),
+    # a misspelt key left a device unlimited without a word (a new user's trial): every object is checked
+    ({"devices": [{"name": "x", "memroy_bytes": 5}, {"name": "y"}]},
+     r"c.json: device 'x': unknown key 'memroy_bytes' \(a device has name, memory_bytes, speed\)"),
+    ({"latency": 3}, r"c.json: unknown key 'latency' \(a cluster has format, version, devices, latency_us"),
+    ({"links": [[None, {"latency_us": 1, "bandwith": 2}], [None, None]]},
+     r"c.json: links\[0\]\[1\]: unknown key 'bandwith' \(a link has latency_us"),
 ])
 def test_bad_clusters(patch, message):
     d = dict(SPEC_EXAMPLE)
