@@ -78,6 +78,8 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     if unknown:
         raise click.BadParameter(f"unknown method(s) {', '.join(unknown)}", param_hint="--methods")
     k_list = list_of(int, ks, "--k")
+    if any(k < 1 for k in k_list):
+        raise click.BadParameter(f"device counts are at least 1, got {ks!r}", param_hint="--k")
     regime_list = [r.strip() for r in regimes.split(",")]
     for r in regime_list:
         if r not in B.REGIMES:
@@ -97,6 +99,9 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
                          scaling_graphs=[x.strip() for x in scaling_graphs.split(",")] if scaling_graphs else None,
                          progress=ctx.obj["progress"])
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
+    if not result.rows:     # (nothing written: the last run's files stay as they were, together)
+        raise click.BadParameter(f"no graph of the {suite!r} suite has at most {max_nodes:,} ops", param_hint=
+                                 "--max-nodes") if max_nodes is not None else click.UsageError("no case to run")
     text = ([B.case_tables(result)] if tables else []) + (
         [f"{DEFAULT_METHOD} is not among --methods: 'ours' below is {ours}, against the best of the others"]
         if ours != DEFAULT_METHOD else []) + [B.summary_table(result)]

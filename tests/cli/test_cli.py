@@ -345,3 +345,15 @@ def test_serve_says_why_it_cannot_serve_before_tensorflow_loads(tmp_path):
     r = serve(["127.0.0.1:2222"], "--cores", f"0-{top + 1}")
     assert r.exit_code == EXIT_USAGE and f"Invalid value for --cores: core {top + 1} is not one this process may use" \
         in r.stderr
+
+
+def test_bench_refuses_a_run_with_no_case_and_a_count_of_zero(tmp_path):
+    """A second new user's trial: `bench --max-nodes 10` ran nothing, exited 0 and replaced the last run's
+    tables with empty ones beside its old plot; `--k 0` was exit 3. Both are usage errors, nothing written."""
+    out = tmp_path / "bench-out"
+    r = run("bench", "--suite", "samples", "--max-nodes", 10, "--no-scaling", "-o", out)
+    assert r.exit_code == EXIT_USAGE and "Invalid value for --max-nodes: no graph of the 'samples' suite has at " \
+        "most 10 ops" in r.stderr
+    r = run("bench", "--suite", "samples", "--k", "2,0", "-o", out)
+    assert r.exit_code == EXIT_USAGE and "Invalid value for --k: device counts are at least 1" in r.stderr
+    assert not out.exists()
