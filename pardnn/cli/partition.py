@@ -138,7 +138,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     """
     method = method or DEFAULT_METHOD
     tuned = {"--pipeline": pipeline_spec is not None, "--refine-evals": refine_evals is not None,
-             "--memory-heuristic": memory_heuristic != "auto", "--effort": effort != "default"}
+             "--memory-heuristic": memory_heuristic != "auto", "--effort": effort != "default",
+             "--time-passes": time_passes}
     if method != DEFAULT_METHOD and any(tuned.values()):
         raise click.UsageError(f"{next(k for k, v in tuned.items() if v)} applies to the {DEFAULT_METHOD} method "
                                f"only, not to {method}")

@@ -145,6 +145,8 @@ def test_the_command_line_takes_an_effort(tmp_path):
         ["slice", "map", "seed", "refine", "memory", "refine-mem", "best"]
     for extra, words in ((["--effort", "hard"], "'hard' is not one of"),
                          (["--pipeline", "slice,map", "--effort", "best"], "--pipeline replaces"),
-                         (["--method", "heft", "--effort", "best"], "applies to the pardnn method only")):
+                         (["--method", "heft", "--effort", "best"], "applies to the pardnn method only"),
+                         # a baseline has no passes to time (it was ignored without a word: a second trial)
+                         (["--method", "heft", "--time-passes"], "--time-passes applies to the pardnn method only")):
         r = CliRunner().invoke(cli, args + extra)
         assert r.exit_code == 2 and words in r.output, r.output
