@@ -73,7 +73,7 @@ def cut_plans(g: OpGraph, cluster: Cluster, *, choices: int = 4) -> list[np.ndar
     place[seq] = np.arange(n)
     cross = crossing_bytes(g, place)
     work = np.cumsum(np.asarray(g.time_us, dtype=np.float64)[seq])
-    total = float(work[-1]) if n else 0.0
+    total = float(work[-1])
     share = np.cumsum(cluster.speed) / float(cluster.speed.sum())
     # a cut at position i (1 <= i < n) puts seq[:i] before it; it may only fall between two units
     ok = np.zeros(n, dtype=bool)

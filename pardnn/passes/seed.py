@@ -47,6 +47,14 @@ STARTS = (*_listsched.MODES, "metis", "sct", "cut")
 """The starting plans the seed pass knows."""
 
 
+def _best_simulated(g: OpGraph, cluster: Cluster, plans: list[np.ndarray], bounded: bool
+                    ) -> tuple[int, list[Schedule]]:
+    """The index of the best of ``plans`` by `plan_key` (the first of equals), and their schedules
+    (``simulate(..., memory=bounded)``)."""
+    scheds = [simulate(g, cluster, dev, memory=bounded) for dev in plans]
+    return min(range(len(plans)), key=lambda j: plan_key(scheds[j], bounded) + (j,)), scheds
+
+
 @dataclass(frozen=True)
 class Seed:
     name: ClassVar[str] = "seed"
@@ -186,8 +194,7 @@ class Seed:
         plans = metis.assignments(g, cluster, memory=memory, runs=metis.variants(max(1, n)))
         if len(plans) == 1:
             return plans[0], plans[0], 0, {}
-        scheds = [simulate(g, cluster, dev, memory=bounded) for dev in plans]
-        i = min(range(len(plans)), key=lambda j: plan_key(scheds[j], bounded) + (j,))
+        i, scheds = _best_simulated(g, cluster, plans, bounded)
         return plans[0], plans[i], i, {0: scheds[0], i: scheds[i]}
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
@@ -236,8 +243,7 @@ class Seed:
                     out[label], variant[label], known[label] = best, i, sims[i]
             elif mode == "cut":
                 plans = _cuts.cut_plans(g, cluster, choices=int(self.cut_choices)) or [state.assignment]
-                sims = [simulate(g, cluster, dev, memory=bounded) for dev in plans]
-                i = min(range(len(plans)), key=lambda j: plan_key(sims[j], bounded) + (j,))
+                i, sims = _best_simulated(g, cluster, plans, bounded)
                 out = {members[0][0]: plans[i]}
                 known[members[0][0]] = sims[i]
             elif mode == "sct":
