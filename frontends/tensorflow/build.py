@@ -116,12 +116,16 @@ def _static_bytes(info: TensorInfo, fill: int | None, where: str, name: str, op:
     return int(n)
 
 
-def _variable_bytes(node_def, fill: int | None, where: str) -> int:
+def _variable_bytes(node_def, fill: int | None, where: str, *, strict: bool = True) -> int | None:
+    """A variable's bytes, unknown dimensions taking ``fill``; where that leaves it unsized, an error (or
+    None when not ``strict``)."""
     dtype = tf.dtypes.as_dtype(node_def.attr["dtype"].type)
     shape_proto = node_def.attr["shape"].shape
     dims = None if shape_proto.unknown_rank else tuple(d.size if d.size >= 0 else None for d in shape_proto.dim)
     info = TensorInfo(dtype, dims)
     n = info.nbytes(fill)
+    if n is None and not strict:
+        return None
     if n is None:
         raise InputError(f"{where}: variable {node_def.name!r} has shape {format_shape(dims)} with an unknown "
                          "dimension; pass --batch-size N to use N for it")
@@ -147,8 +151,9 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
     info = static_tensor_info(graph, analysed, roots)
     prof = run_profile(model, profile_steps, batch_size=batch_size) if profile_steps > 0 else None
 
-    # Tensor bytes per (node, port).
+    # Tensor bytes per (node, port); ``fills``: the sizes that took --batch-size for an unknown dimension
     tensor_bytes: dict[str, list[int]] = {}
+    fills = 0
     for n in names:
         nd = node_defs[n]
         outs = info[n]
@@ -160,6 +165,7 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
             elif port in measured:
                 sizes.append(int(measured[port]))
             else:
+                fills += t.nbytes() is None
                 sizes.append(_static_bytes(t, batch_size, where, n, nd.op, port))
         tensor_bytes[n] = sizes
 
@@ -177,6 +183,7 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
         output_bytes = list(sizes)
         if op in VARIABLE_OPS:
             persistent = _variable_bytes(nd, batch_size, where)
+            fills += _variable_bytes(nd, None, where, strict=False) is None
         elif op in ("Const", "HostConst"):
             persistent = sum(sizes)
             output_bytes = [0] * len(sizes)
@@ -230,7 +237,7 @@ def to_opgraph(model: TFModel, *, profile_steps: int = 0, batch_size: int | None
         log.warning("%s: cut %d while-loop back edge(s) (NextIteration -> Merge) so the graph is a DAG; "
                     "a loop body appears once, its time %s", where, len(cut),
                     "summed over the iterations" if prof else "multiplied by the loop's trip count")
-    b.meta = _meta(model, prof, device_profile, batch_size, cut, unprofiled)
+    b.meta = _meta(model, prof, device_profile, _batch_that_sized(model, batch_size, fills, where), cut, unprofiled)
     g = topologically_sorted(b.build())
     if back_edges or any(node_defs[n].op in loops.ENTER_OPS for n in names):
         g = _scale_loops(g, node_defs, info, graph, scale=prof is None)
@@ -330,6 +337,25 @@ def _reads_ref_variable(nd, node_defs) -> bool:
         return False
     src, _, control = parse_input(nd.input[0])
     return not control and node_defs[src].op in ("VariableV2", "Variable")
+
+
+def _batch_that_sized(model: TFModel, batch_size: int | None, fills: int, where: str) -> int | None:
+    """The batch size the graph records: the one that sized the step where it was built (`TFModel.batch_size`),
+    else ``batch_size`` where it filled an unknown dimension (a feed's, a variable's, or one shape inference
+    left open), else None. ``--batch-size`` on a model whose shapes are all fixed sizes nothing: it is not
+    recorded (a placement of the graph then runs with the model's own shapes, whatever ``--batch-size`` a
+    run is given), and a value other than the feeds' leading dimension is named in a warning."""
+    if model.batch_size is not None or batch_size is None:
+        return model.batch_size
+    open_feed = any(f.shape is None or None in f.shape for f in model.feeds)
+    if open_feed or fills:
+        return batch_size
+    leading = sorted({f.shape[0] for f in model.feeds if f.shape})
+    if leading != [batch_size]:
+        fixed = ", ".join(f"{f.name} {format_shape(f.shape)}" for f in model.feeds) or "none"
+        log.warning("%s: --batch-size %d sizes nothing: the model's shapes are all fixed (its inputs: %s); "
+                    "it is not recorded", where, batch_size, fixed)
+    return None
 
 
 def _meta(model: TFModel, prof: Profile | None, device_profile: str, batch_size: int | None,

@@ -71,7 +71,10 @@ def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: st
         tfm = keras_train_step(model, compiled_loss, optimizer, batch, name=name or model.name or p.stem)
     meta = dict(tfm.extra_meta)
     meta["keras_file"] = p.name
-    return _replace(tfm, source=str(p), extra_meta=meta)
+    # --batch-size sized the step where it filled a batch dimension the model leaves open (one it fixes
+    # refuses another value, above)
+    open_batch = any(list(t.shape)[:1] == [None] for t in list(model.inputs) + list(model.outputs))
+    return _replace(tfm, source=str(p), extra_meta=meta, batch_size=batch_size if open_batch else None)
 
 
 def _replace(tfm: TFModel, **changes) -> TFModel:

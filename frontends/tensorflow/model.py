@@ -78,6 +78,9 @@ class TFModel:
     feed_values: Mapping[str, np.ndarray] | None = None
     """A real input batch by feed tensor name, when one was given (the Keras API)."""
     inlined_functions: int = 0
+    batch_size: int | None = None
+    """The batch size that sized the step when it was built (a Keras model file's unknown batch dimension,
+    filled by ``--batch-size``); the graph records it, so a placement of it is run with the same batch."""
     extra_meta: Mapping[str, Any] = field(default_factory=dict)
     variable_objects: Mapping[str, Any] | None = None
     """The live ``tf.Variable`` behind each variable node, when the step was traced in this process

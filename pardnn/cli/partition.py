@@ -13,7 +13,6 @@ from ..bounds import how_far_above, makespan_lower_bound
 from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
-from ..frontends import detect_format
 from ..machine import simulate as run_sim
 from ..placement import Placement, load_placement, save_placement
 from ..units import format_bytes, format_time
@@ -173,12 +172,10 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
             raise
     seconds = time.perf_counter() - t0
     _echo_timings(time_passes, timings)
-    # the batch the graph was built for: the frontend's (a framework model read now), or the one a pardnn.graph
-    # recorded when it was imported (there --batch-size changes nothing); an ONNX model's only where
-    # --batch-size sized it (a model of fixed batch records none)
+    # the batch the graph was built for, as its frontend recorded it (a framework model read now, or a
+    # pardnn.graph imported earlier): only where --batch-size sized the model (a model of fixed shapes
+    # records none, and then a run takes the model's own shapes)
     batch = g.meta.get("batch_size")
-    if batch is None and (fmt or detect_format(input_path)) not in ("pardnn", "onnx"):
-        batch = opts.batch_size
     if batch is not None:        # pardnn run refuses another batch size for this placement
         plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, {**plan.meta, "batch_size": batch})
     with output_transaction():   # the placement, its .place form and the report appear together or not at all

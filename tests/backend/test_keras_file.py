@@ -248,6 +248,23 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     assert not out.exists()
 
 
+def test_only_a_batch_size_that_fills_the_models_batch_is_recorded(files, tmp_path):
+    """``--batch-size`` is recorded where it filled the model's open batch dimension (so that a run of a
+    placement builds the same step); a model that fixes its batch records none, with the flag or without."""
+    keras.utils.set_random_seed(0)
+    fixed = keras.Sequential([keras.Input((5,), batch_size=6), keras.layers.Dense(3)])
+    fixed.compile("sgd", "mse")
+    fixed.save(tmp_path / "fixed.keras")
+    for path, args, want in ((files / "mlp.keras", ["--batch-size", "4"], 4),
+                             (tmp_path / "fixed.keras", ["--batch-size", "6"], None),
+                             (tmp_path / "fixed.keras", [], None)):
+        out = tmp_path / "g.json.gz"
+        res = CliRunner().invoke(cli, ["-q", "import", str(path), *args, "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        assert load_graph(out).meta.get("batch_size") == want, (path, args)
+        assert "sizes nothing" not in res.output
+
+
 def test_importing_a_keras_file_reports_its_stages(files, tmp_path):
     """The import of a Keras model takes seconds to a minute: each stage is on the live line on a terminal and,
     with -v, in the log with its time."""

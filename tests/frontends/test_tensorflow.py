@@ -368,6 +368,28 @@ def test_unknown_batch_needs_batch_size(tmp_path):
     assert g.output_bytes_of(v) == [8 * 16 * 4]
 
 
+def test_a_batch_size_that_sizes_nothing_is_not_recorded(saved_model, tmp_path, caplog):
+    """The saved train step fixes its batch at 8: --batch-size fills no dimension, so the graph and its
+    placements record none (a run then takes the model's own shapes, with or without the flag); a value
+    other than the model's is named in a warning. It was recorded, and `run` without the flag refused a
+    placement "made with --batch-size 4" of a step whose batch is 8."""
+    with caplog.at_level("WARNING", logger="pardnn.frontends.tensorflow"):
+        g = load_tensorflow(saved_model, FrontendOptions(batch_size=8))
+    assert g.meta["batch_size"] is None and not caplog.records
+    with caplog.at_level("WARNING", logger="pardnn.frontends.tensorflow"):
+        g = load_tensorflow(saved_model, FrontendOptions(batch_size=4))
+    assert g.meta["batch_size"] is None
+    (rec,) = caplog.records
+    assert "--batch-size 4 sizes nothing" in rec.getMessage() and "train_step_x:0 [8, 16]" in rec.getMessage()
+    out = tmp_path / "p.json"
+    r = run("partition", saved_model, "-k", 2, "--batch-size", 4, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "--batch-size 4 sizes nothing" in r.stderr and "batch_size" not in json.loads(out.read_text())
+    r = run("-q", "run", saved_model, out, "--local-cluster", 2, "--steps", 1, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["ok"] is True
+
+
 def test_partition_a_graphdef_with_functions_and_a_saver(saved_model, tmp_path):
     """The SavedModel's own GraphDef as a .pb: calls inlined, saver ops kept and pinned to the host."""
     from tensorflow.core.protobuf import saved_model_pb2
