@@ -8,6 +8,7 @@ report is asked for.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -255,6 +256,8 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
 def read_input(path: str, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
     """The input as a graph (`pardnn.frontends.load_input`), its size noted for the out-of-memory message."""
     g = load_input(path, fmt=fmt, options=options)
+    if g.num_nodes == 0:        # valid, and every figure of it is 0: likely not what was meant
+        logging.getLogger("pardnn").warning("%s: the graph has no ops", path)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.obj is not None:
         note_input(ctx, g)

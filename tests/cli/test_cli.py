@@ -223,6 +223,20 @@ def test_verbose_logs_stage_timings_and_quiet_silences(tmp_path, graph_file):
     assert r.exit_code == 0 and r.stderr == ""
 
 
+def test_an_empty_graph_is_placed_with_a_warning(tmp_path, graph_file):
+    """A graph of no ops is valid (every figure 0), but likely not what was meant: a warning says so, on
+    every command that reads it; -q leaves it out; a graph with ops gets none."""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"format": "pardnn.graph", "version": 1, "name": "empty", "nodes": [], "edges": []}))
+    for args in (["partition", empty, "-k", 2, "-o", tmp_path / "p.json"], ["info", empty]):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+        assert r.stderr == f"pardnn: {empty}: the graph has no ops\n"
+    assert json.loads((tmp_path / "p.json").read_text())["assignment"] == {}
+    assert run("-q", "info", empty).stderr == ""
+    assert "no ops" not in run("info", graph_file).stderr
+
+
 def test_refine_evals_bounds_the_refinement(tmp_path):
     """--refine-evals 0 skips refinement; a budget lets it run, and it never makes the step slower."""
     from ..conftest import SAMPLES
