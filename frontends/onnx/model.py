@@ -41,9 +41,10 @@ from onnx import TensorProto
 
 from pardnn.errors import InputError
 
+from ..common import one_line
 from .dims import fix_dims, resolve_dims, sizes_a_batch
 from .runtime import measure_shapes
-from .shapes import TensorInfo, _first_line, infer_tensors
+from .shapes import TensorInfo, infer_tensors
 from .training_ops import ORT_STANDARD_DOMAIN_OPS, STATE_UPDATE_OPS
 
 _GRAD_BUFFER_SUFFIX = "_grad.accumulation.buffer"
@@ -108,7 +109,7 @@ def read_model(path: str | Path, *, load_data: bool = False) -> onnx.ModelProto:
     try:
         m = onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends
-        raise InputError(f"{p}: not a readable ONNX model ({_first_line(exc)})") from None
+        raise InputError(f"{p}: not a readable ONNX model ({one_line(exc)})") from None
     if not m.HasField("graph") or len(m.graph.node) == 0:
         raise InputError(f"{p}: not an ONNX model with a graph (no nodes found)")
     _check_external_data(m, p)
@@ -116,7 +117,7 @@ def read_model(path: str | Path, *, load_data: bool = False) -> onnx.ModelProto:
         try:
             onnx.external_data_helper.load_external_data_for_model(m, str(p.parent))
         except OSError as exc:
-            raise InputError(f"{p}: cannot read external weights ({_first_line(exc)})") from None
+            raise InputError(f"{p}: cannot read external weights ({one_line(exc)})") from None
     return m
 
 
@@ -185,7 +186,7 @@ def check_model(path: Path, model: onnx.ModelProto | None = None) -> None:
             work.graph.node[i].domain = "com.microsoft"
         onnx.checker.check_model(work)
     except onnx.checker.ValidationError as exc:
-        raise InputError(f"{path}: invalid ONNX model: {_first_line(exc)}") from None
+        raise InputError(f"{path}: invalid ONNX model: {one_line(exc)}") from None
 
 
 # ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper
 
 from pardnn.errors import InputError
 
+from ..common import one_line
 from .training_ops import training_rule
 
 log = logging.getLogger("pardnn.frontends.onnx")
@@ -69,15 +70,6 @@ def element_size(elem_type: int) -> int:
         return 4
 
 
-def _first_line(exc: BaseException, limit: int = 300) -> str:
-    """``exc``'s message on one line: its lines joined (onnx's checker breaks a sentence over three, the node's
-    name on the second), cut at ``limit`` characters."""
-    text = " ".join(str(exc).split())
-    if len(text) > limit:
-        text = text[:limit - 3].rstrip() + "..."
-    return text or type(exc).__name__
-
-
 def _static(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     if not vi.type.HasField("tensor_type"):
         return None
@@ -113,7 +105,7 @@ def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as exc:  # InferenceError: the model contradicts itself (often a wrong --dim)
-        raise InputError(f"{path}: ONNX shape inference failed: {_first_line(exc)}") from None
+        raise InputError(f"{path}: ONNX shape inference failed: {one_line(exc)}") from None
 
 
 def _missing(model: onnx.ModelProto, known: Mapping[str, TensorInfo]) -> list[tuple[str, int]]:
@@ -254,7 +246,7 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
             n = model.graph.node[i]
             raise InputError(f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape "
                              f"after ONNX shape inference, and running the model to measure it failed: "
-                             f"{_first_line(exc)}") from None
+                             f"{one_line(exc)}") from None
         for name, (elem_type, shape) in got.items():
             known[name] = TensorInfo(name, elem_type, tuple(int(x) for x in shape))
         measured = tuple(sorted(got))

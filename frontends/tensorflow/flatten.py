@@ -24,6 +24,7 @@ from typing import Iterable
 
 from pardnn.errors import InputError
 
+from ..common import first_line
 from ._tf import config_pb2, graph_pb2, meta_graph_pb2, tf
 from .model import parse_input
 
@@ -92,9 +93,7 @@ def flatten(graph_def, keep: Iterable[str], *, where: str):
     try:
         flat = tf_optimizer.OptimizeGraph(config, mg, verbose=False)
     except Exception as exc:  # grappler reports bad graphs as assorted TF errors
-        msg = getattr(exc, "message", None) or str(exc)
-        raise InputError(f"{where}: TensorFlow could not inline the model's functions: "
-                         f"{msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__}") from None
+        raise InputError(f"{where}: TensorFlow could not inline the model's functions: {first_line(exc)}") from None
     left = sorted({n.op for n in flat.node if n.op in CALL_OPS})
     if left:
         log.warning("%s: %d function call op(s) could not be inlined (%s); each stays one node",

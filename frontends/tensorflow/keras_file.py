@@ -34,6 +34,7 @@ import numpy as np
 from pardnn.errors import InputError
 from pardnn.progress import substage
 
+from ..common import first_line
 from .keras_step import keras_train_step
 from .model import TFModel
 
@@ -105,9 +106,7 @@ def _load(p: Path):
             raise InputError(f"{p}: the Keras model uses {missing.group(1)!r}, a class or function of its own "
                              "code that Keras cannot rebuild without it; load the model in Python with that "
                              "code imported and give it to pardnn.frontends.tensorflow.import_keras") from None
-        text = str(exc).strip().splitlines()
-        first = text[0] if text else type(exc).__name__
-        raise InputError(f"{p}: not a loadable Keras model ({first})") from None
+        raise InputError(f"{p}: not a loadable Keras model ({first_line(exc)})") from None
 
 
 def _unbuilt_if_foreign(model, optimizer):

@@ -55,7 +55,7 @@ import numpy as np
 from pardnn.errors import InputError, RuntimeFailure
 from pardnn.progress import note, substage
 
-from ..common import robust_average
+from ..common import first_line, robust_average
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
 from .model import TFModel
@@ -157,11 +157,6 @@ def _initializer(graph, model: TFModel, values: Mapping[str, np.ndarray], batch_
     return assigns, feeds
 
 
-def _first_line(exc: Exception) -> str:
-    text = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) -> Profile:
     """Run ``steps`` traced steps of ``model`` (after one warm-up) and aggregate the traces."""
     if steps < 1:
@@ -217,7 +212,7 @@ def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) ->
                 untraced_ms.append((time.perf_counter() - t0) * 1e3)
         except tf.errors.OpError as exc:
             node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
-            raise RuntimeFailure(f"{where}: the profiled step failed{node}: {_first_line(exc)}") from None
+            raise RuntimeFailure(f"{where}: the profiled step failed{node}: {first_line(exc)}") from None
     log.info("%s: profiled %d steps on %s, median step %.1f ms", where, steps, device or "cpu",
              statistics.median(step_ms))
     executions = {n: robust_average(c) for n, c in per_step_runs.items()}

@@ -29,6 +29,7 @@ import numpy as np
 
 from pardnn.errors import InputError
 
+from ..common import first_line
 from ._tf import graph_pb2, saved_model_pb2, tf
 from .flatten import check_known_ops, flatten, prune
 from .model import Feed, TFModel, parse_input, split_tensor_name
@@ -36,11 +37,6 @@ from .model import Feed, TFModel, parse_input, split_tensor_name
 log = logging.getLogger("pardnn.frontends.tensorflow")
 
 _NON_STEP_SINK = re.compile(r"^(save(_\d+)?/.*|init(_\d+)?|init_all_tables|legacy_init_op)$")
-
-
-def _decode_error(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _dims(shape_proto) -> tuple[int | None, ...] | None:
@@ -69,7 +65,7 @@ def _parse_saved_model(directory: Path):
     except InputError:
         raise
     except Exception as exc:
-        raise InputError(f"{pb if pb.exists() else pbtxt}: not a valid SavedModel ({_decode_error(exc)})") from None
+        raise InputError(f"{pb if pb.exists() else pbtxt}: not a valid SavedModel ({first_line(exc)})") from None
     if not sm.meta_graphs:
         raise InputError(f"{source}: not a valid SavedModel (it holds no meta graph)")
     return sm, source
@@ -163,7 +159,7 @@ def savedmodel_values(directory: Path, key: str, graph_def, call_nodes: list[str
         captured = list(loaded.signatures[key].captured_inputs)
     except Exception as exc:  # the run can still go ahead with drawn values
         log.warning("%s: could not restore variable values (%s); drawing them instead", directory,
-                    _decode_error(exc))
+                    first_line(exc))
         return {}
     finally:
         absl.setLevel(level)
@@ -207,7 +203,7 @@ def parse_graphdef(path: Path):
         else:
             gd.ParseFromString(data)
     except Exception as exc:
-        raise InputError(f"{path}: not a valid GraphDef ({_decode_error(exc)})") from None
+        raise InputError(f"{path}: not a valid GraphDef ({first_line(exc)})") from None
     if not gd.node:
         raise InputError(f"{path}: not a valid GraphDef (it has no nodes)")
     names = set()

@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 
 from pardnn.errors import InputError
 
+from ..common import first_line
 from ._tf import graph_pb2, meta_graph_pb2, tf
 from .model import Feed, parse_input
 
@@ -127,9 +128,7 @@ def import_graph(graph_def, *, where: str):
         with g.as_default():
             tf.graph_util.import_graph_def(graph_def, name="")
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        raise InputError(f"{where}: TensorFlow rejects the graph: {text[0] if text else type(exc).__name__}") \
-            from None
+        raise InputError(f"{where}: TensorFlow rejects the graph: {first_line(exc)}") from None
     return g
 
 

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import PlacementError, RuntimeFailure
+from ..frontends.common import first_line
 from ..frontends.tensorflow._tf import config_pb2, tf
 from ..frontends.tensorflow.build import TFImport
 from ..frontends.tensorflow.colocation import VARIABLE_OPS
@@ -113,15 +114,10 @@ def session_config(*, cpus: int | None = None, soft_placement: bool = False, tim
     return config
 
 
-def _first_line(exc: Exception) -> str:
-    text = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def op_failure(exc: Exception, what: str) -> Exception:
     """A TensorFlow error as a one-line `PardnnError`: a missing device is a `PlacementError`."""
     node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
-    line = _first_line(exc)
+    line = first_line(exc)
     if "Cannot assign a device" in line or "Could not satisfy explicit device" in line or (
             "Unknown device" in line or "was explicitly assigned to" in line):
         return PlacementError(f"{what}: a device in the placement does not exist here{node}: {line}")
@@ -257,7 +253,7 @@ def run_program(program: StepProgram, batch: Mapping[str, np.ndarray], *, steps:
     except tf.errors.OpError as exc:
         raise op_failure(exc, what) from None
     except ValueError as exc:   # a malformed feed
-        raise RuntimeFailure(f"{what}: {_first_line(exc)}") from None
+        raise RuntimeFailure(f"{what}: {first_line(exc)}") from None
     return StepRun(tuple(outputs), tuple(times), meta, dict(zip(names, values)), peaks,
                    meter.reason if meter and peaks is None else "")
 

@@ -34,11 +34,12 @@ import numpy as np
 
 from ..errors import InputError, OutputError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, parents_made
+from ..frontends.common import first_line
 from ..frontends.tensorflow._tf import tf
 from ..frontends.tensorflow.model import TFModel, split_tensor_name
 from .tf_devices import devices_needed
 from .tf_rewrite import write_graph_def
-from .tf_run import _first_line, build_program, session_config
+from .tf_run import build_program, session_config
 
 SIGNATURE = "train_step"
 TAGS = ("train",)
@@ -108,7 +109,7 @@ def _save(out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config
             out.rmdir()
         os.replace(staging, out)
     except tf.errors.OpError as exc:
-        raise RuntimeFailure(f"{out}: writing the placed SavedModel failed: {_first_line(exc)}") from None
+        raise RuntimeFailure(f"{out}: writing the placed SavedModel failed: {first_line(exc)}") from None
     except OSError as exc:
         raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
     finally:
