@@ -385,7 +385,7 @@ def test_a_batch_size_that_sizes_nothing_is_not_recorded(saved_model, tmp_path, 
     r = run("partition", saved_model, "-k", 2, "--batch-size", 4, "-o", out)
     assert r.exit_code == 0, r.output
     assert "--batch-size 4 sizes nothing" in r.stderr and "batch_size" not in json.loads(out.read_text())
-    r = run("-q", "run", saved_model, out, "--local-cluster", 2, "--steps", 1, "--json")
+    r = run("-q", "run", saved_model, out, "--steps", 1, "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["ok"] is True
 
