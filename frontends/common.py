@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -27,17 +28,79 @@ def robust_average(samples: Sequence[float]) -> float:
     return float(np.median(x))
 
 
+# TensorFlow's run-time errors (TF 2.x) open with a header and, per failed node, where the node was defined:
+#
+#     Graph execution error:
+#
+#     Detected at node 'CheckNumerics' defined at (most recent call last):
+#         File "train.py", line 10, in <module>
+#     Node: 'CheckNumerics'
+#     log neg : Tensor had NaN values
+#     \t [[{{node CheckNumerics}}]]
+#
+# and, with several root errors, "2 root error(s) found." and "(0) INVALID_ARGUMENT: ..." lines.
+_HEADERS = ("Graph execution error:",)
+_NOISE = re.compile(r"^(\d+ root error\(s\) found\.|\d+ successful operations?\.|\d+ derived errors? ignored\.|\[\[)")
+_CODE = re.compile(r"^\(\d+\)\s+[A-Z_]+:\s*")
+_NODE = re.compile(r"\{\{node ([^}]+)\}\}|^Node: '([^']+)'|^Detected at node '([^']+)'", re.M)
+
+
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (TensorFlow's and Keras's run on with context and stack lines);
-    its type's name when it has none.
+    """The line of ``exc``'s message that says what went wrong; its type's name when it has none.
+
+    Most messages say it first and run on with context and stack lines (TensorFlow's shape errors, Keras's);
+    TensorFlow's run-time errors put a header and the failed nodes' stack traces first, which are skipped,
+    as are the "N root error(s) found." counts and the "(0) INVALID_ARGUMENT:" prefixes.
 
     >>> first_line(ValueError("Shapes (2, 3) and (4,) are incompatible\\n  In call to ..."))
     'Shapes (2, 3) and (4,) are incompatible'
+    >>> first_line(ValueError("Graph execution error:\\n\\nDetected at node 'Log' defined at (most recent call "
+    ...                       "last):\\n    File \\"t.py\\", line 3\\nNode: 'Log'\\nlog : Tensor had NaN values\\n"
+    ...                       "\\t [[{{node Log}}]]"))
+    'log : Tensor had NaN values'
+    >>> first_line(ValueError("Graph execution error:\\n\\n2 root error(s) found.\\n  (0) INVALID_ARGUMENT: "
+    ...                       "Input to reshape is a tensor with 6 values\\n\\t [[{{node R}}]]\\n  (1) ..."))
+    'Input to reshape is a tensor with 6 values'
     >>> first_line(KeyError())
     'KeyError'
     """
-    text = (getattr(exc, "message", None) or str(exc)).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    text = getattr(exc, "message", None) or str(exc)
+    lines = text.splitlines()
+    trace = False
+    for raw in lines:
+        line = raw.strip()
+        if raw.startswith("Detected at node") or raw.startswith("Detected in the following"):
+            trace = True
+            continue
+        if trace:
+            if not line or (raw[:1].isspace() and not _CODE.match(line)):
+                continue
+            trace = False
+            if line.startswith("Node: "):
+                continue
+        if not line or line in _HEADERS or _NOISE.match(line):
+            continue
+        line = _CODE.sub("", line)
+        if line:
+            return line
+    first = text.strip().splitlines()
+    return first[0].strip() if first else type(exc).__name__
+
+
+def error_node(exc: BaseException) -> str | None:
+    """The node a TensorFlow error names: its ``op``, else the first ``{{node X}}`` or ``Node: 'X'`` in its
+    message; None when it names none.
+
+    >>> error_node(ValueError("log : Tensor had NaN values\\n\\t [[{{node Log}}]]"))
+    'Log'
+    >>> error_node(ValueError("no node here")) is None
+    True
+    """
+    op = getattr(exc, "op", None)
+    if op is not None and getattr(op, "name", None):
+        return str(op.name)
+    m = _NODE.search(getattr(exc, "message", None) or str(exc))
+    return next((x for x in m.groups() if x), None) if m else None
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

@@ -55,7 +55,7 @@ import numpy as np
 from pardnn.errors import InputError, RuntimeFailure
 from pardnn.progress import note, substage
 
-from ..common import first_line, robust_average
+from ..common import error_node, first_line, robust_average
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
 from .model import TFModel
@@ -211,7 +211,8 @@ def run_profile(model: TFModel, steps: int, *, batch_size: int | None = None) ->
                 sess.run(fetches, feed_dict=batch)
                 untraced_ms.append((time.perf_counter() - t0) * 1e3)
         except tf.errors.OpError as exc:
-            node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
+            name = error_node(exc)
+            node = f" at node {name!r}" if name else ""
             raise RuntimeFailure(f"{where}: the profiled step failed{node}: {first_line(exc)}") from None
     log.info("%s: profiled %d steps on %s, median step %.1f ms", where, steps, device or "cpu",
              statistics.median(step_ms))

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..errors import PlacementError, RuntimeFailure
-from ..frontends.common import first_line
+from ..frontends.common import error_node, first_line
 from ..frontends.tensorflow._tf import config_pb2, tf
 from ..frontends.tensorflow.build import TFImport
 from ..frontends.tensorflow.colocation import VARIABLE_OPS
@@ -116,10 +116,12 @@ def session_config(*, cpus: int | None = None, soft_placement: bool = False, tim
 
 def op_failure(exc: Exception, what: str) -> Exception:
     """A TensorFlow error as a one-line `PardnnError`: a missing device is a `PlacementError`."""
-    node = f" at node {exc.op.name!r}" if getattr(exc, "op", None) is not None else ""
+    name = error_node(exc)
+    node = f" at node {name!r}" if name else ""
     line = first_line(exc)
-    if "Cannot assign a device" in line or "Could not satisfy explicit device" in line or (
-            "Unknown device" in line or "was explicitly assigned to" in line):
+    text = getattr(exc, "message", None) or str(exc)     # the cause may follow a header and stack lines
+    if any(p in text for p in ("Cannot assign a device", "Could not satisfy explicit device", "Unknown device",
+                               "was explicitly assigned to")):
         return PlacementError(f"{what}: a device in the placement does not exist here{node}: {line}")
     return RuntimeFailure(f"{what} failed{node}: {line}")
 

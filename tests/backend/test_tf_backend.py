@@ -480,6 +480,60 @@ def test_an_lstm_placement_keeps_its_loops_whole_and_runs_ok(tmp_path_factory, t
     assert report["outputs_match"] and report["variables_match"]
 
 
+def _nan_step_savedmodel(path):
+    """A SavedModel whose training step fails when it runs: a numerics check on the log of a negative tensor."""
+    class Step(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones((6, 2)), name="w")
+
+        @tf.function(input_signature=[tf.TensorSpec((4, 6), tf.float32, name="x")])
+        def train_step(self, x):
+            with tf.GradientTape() as tape:
+                h = tf.debugging.check_numerics(tf.math.log(-1.0 - tf.abs(x)), "the log of a negative input")
+                loss = tf.reduce_mean(tf.matmul(h, self.w))
+            self.w.assign_sub(0.01 * tape.gradient(loss, self.w))
+            return {"loss": loss}
+
+    step = Step()
+    tf.saved_model.save(step, str(path), signatures={"train_step": step.train_step})
+    return path
+
+
+def test_a_step_that_fails_as_it_runs_names_the_node_and_the_cause(tmp_path):
+    # TensorFlow's message opens "Graph execution error:" and the node's stack trace; the cause comes after
+    sm = _nan_step_savedmodel(tmp_path / "nan")
+    runner = CliRunner()
+    res = runner.invoke(cli, ["import", str(sm), "--profile", "1", "-o", str(tmp_path / "g.json")])
+    assert res.exit_code == EXIT_RUNTIME, res.output
+    assert "the profiled step failed at node 'CheckNumerics': the log of a negative input : Tensor had NaN" \
+        in res.output, res.output
+    assert not (tmp_path / "g.json").exists()
+    placement = tmp_path / "p.json"
+    res = runner.invoke(cli, ["-q", "partition", str(sm), "-k", "2", "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["run", str(sm), str(placement), "--steps", "1"])
+    assert res.exit_code == EXIT_RUNTIME, res.output
+    line = [ln for ln in res.output.splitlines() if ln.startswith("pardnn: error")]
+    assert len(line) == 1 and "the placed step failed at node 'CheckNumerics': the log of a negative input" \
+        in line[0], res.output
+
+
+def test_a_device_tensorflow_does_not_have_is_a_placement_error_from_its_message():
+    # the phrase that tells a missing device sits after the header and the node's stack trace
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        with tf.device("/device:CPU:7"):
+            z = tf.add(x, x, name="twice")
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=False)
+    with tf.compat.v1.Session(graph=g, config=config) as sess, pytest.raises(tf.errors.OpError) as info:
+        sess.run(z, {x: np.ones((2, 3), np.float32)})
+    err = tf_run.op_failure(info.value, "the step")
+    assert isinstance(err, PlacementError)
+    assert "at node 'twice'" in str(err) and "was explicitly assigned to /device:CPU:7" in str(err)
+
+
 def test_pardnn_run_a_savedmodel_writes_the_report_and_the_placed_graph(cnn_savedmodel, tmp_path):
     runner = CliRunner()
     placement = tmp_path / "p.json"
