@@ -92,7 +92,10 @@ class Summary:
 
     @property
     def speedup(self) -> float | None:
-        """One device's step time over the placed step's, or None when the graph fits no single device."""
+        """One device's step time over the placed step's, or None when the graph fits no single device; 1 for a
+        step of no compute (as `pardnn partition` prints it)."""
+        if self.single_device is not None and self.makespan_us <= 0 and self.serial_us <= 0:
+            return 1.0
         return _ratio(self.serial_us, self.makespan_us, self.single_device is not None)
 
 

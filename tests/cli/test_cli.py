@@ -235,6 +235,16 @@ def test_an_empty_graph_is_placed_with_a_warning(tmp_path, graph_file):
     assert json.loads((tmp_path / "p.json").read_text())["assignment"] == {}
     assert run("-q", "info", empty).stderr == ""
     assert "no ops" not in run("info", graph_file).stderr
+    # its report, and one of a graph whose only op takes no time: every figure 0, a speedup of 1 (it crashed)
+    r = run("report", empty, tmp_path / "p.json", "-o", tmp_path / "r.html")
+    assert r.exit_code == 0, r.output
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps({"format": "pardnn.graph", "version": 1, "name": "zero",
+                                "nodes": [{"name": "a", "op": "NoOp"}], "edges": []}))
+    r = run("-q", "partition", zero, "-k", 2, "-o", tmp_path / "pz.json", "--report", tmp_path / "rz.html")
+    assert r.exit_code == 0, r.output
+    for page in ("r.html", "rz.html"):
+        assert 'data-key="speedup" data-value="1.0">1.00x' in (tmp_path / page).read_text()
 
 
 def test_refine_evals_bounds_the_refinement(tmp_path):
