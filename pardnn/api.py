@@ -150,8 +150,13 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
             finite = cluster.capacity[np.isfinite(cluster.capacity)]
             if scale is not None and finite.size:
                 min_cap = int(np.ceil(finite.max() * scale))
-                message += (f"; {method} fits with {format_bytes(min_cap)} per device ({scale:.2f}x the given "
-                            f"memory, found by search)")
+                # the flag that gives exactly the memory that fitted: a rounded figure may not (whether a plan
+                # fits is not monotonic in the memory; 23.44 MiB failed where 23.4375 MiB fitted)
+                probed = [int(np.ceil(c * scale)) for c in finite]
+                flag = None if finite.size < cluster.capacity.size else (
+                    f"--memory {min_cap}" if len(set(probed)) == 1 else f"--memory {','.join(map(str, probed))}")
+                message += (f"; {method} fits with {format_bytes(min_cap)} per device "
+                            f"({f'{flag}, ' if flag else ''}{scale:.2f}x the given memory, found by search)")
             else:
                 message += f"; {method} does not fit even with 64x the memory"
         raise InfeasibleError(message, short_bytes=sched.memory_shortfall(), min_capacity_bytes=min_cap)

@@ -83,3 +83,14 @@ def test_the_capacity_search_returns_a_scale_that_fits_and_a_smaller_one_does_no
     with pytest.raises(InfeasibleError) as err:
         partition(g, c)
     assert err.value.min_capacity_bytes == int(np.ceil(3500 * scale))
+    # the message gives the exact flag: a rounded figure may not fit (feasibility is not monotonic in memory)
+    assert f"(--memory {err.value.min_capacity_bytes}, " in str(err.value)
+
+
+def test_the_capacity_search_names_one_memory_per_device_where_they_differ():
+    g = diamond(b={"persistent_bytes": 2000}, c={"persistent_bytes": 2000}, a={"persistent_bytes": 2000})
+    c = Cluster.homogeneous(2).with_memory([3500, 3000])
+    with pytest.raises(InfeasibleError) as err:
+        partition(g, c)
+    scale = smallest_feasible_scale(g, c)
+    assert f"(--memory {int(np.ceil(3500 * scale))},{int(np.ceil(3000 * scale))}, " in str(err.value)
