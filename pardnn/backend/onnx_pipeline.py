@@ -95,6 +95,9 @@ class RunReport:
     split colocation group): the run goes ahead, and ``pardnn run`` exits 4 after its report."""
     short_bytes: int = 0
     """The bytes the worst device is short by, when memory is what breaks."""
+    ops_per_device: tuple[int, ...] = ()
+    """The graph's ops on each device, as the placement put them (each ONNX node runs where it is placed);
+    `pardnn report --measured` checks a run against its placement by these."""
 
     @property
     def feasible(self) -> bool:
@@ -109,7 +112,7 @@ class RunReport:
             else None,
             "outputs_match": self.outputs_match, "max_abs_diff": self.max_abs_diff, "steps": self.steps,
             "steps_compared": 1, "feasible": self.feasible, "violations": list(self.violations),
-            "cost_model": self.cost_model,
+            "cost_model": self.cost_model, "ops_per_device": list(self.ops_per_device),
             "stages": [{"stage": s.index, "device": s.device, "device_name": s.device_name, "provider": s.provider,
                         "nodes": s.nodes, "inputs": s.inputs, "outputs": s.outputs,
                         "compute_us": round(s.compute_us, 3)} for s in self.stages],
@@ -436,4 +439,5 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
                      outputs_match=match, max_abs_diff=diff, steps=steps,
                      cost_model=str(g.meta.get("cost_model", "")), stages=stage_reports,
                      samples_us=tuple(samples), violations=tuple(v.message for v in sched.violations),
-                     short_bytes=int(sched.memory_shortfall()))
+                     short_bytes=int(sched.memory_shortfall()),
+                     ops_per_device=tuple(int(c) for c in np.bincount(pl.assignment, minlength=cl.num_devices)))

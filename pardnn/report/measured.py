@@ -198,6 +198,8 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
     measured = _number(d.get("measured_us"))
     if measured is None:
         raise InputError(f"{source}: no numeric \"measured_us\" field; is this the output of `pardnn run --json`?")
+    if measured <= 0:
+        raise InputError(f"{source}: \"measured_us\" is {d.get('measured_us')}; a measured step takes some time")
     steps = d.get("steps")
     match = d.get("outputs_match")
     samples = d.get("samples_us")

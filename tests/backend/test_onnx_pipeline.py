@@ -213,6 +213,16 @@ def test_cli_partition_then_run_json(models, tmp_path):
     assert d["measured_us"] > 0 and d["steps"] == 2 and d["devices"] == ["/device:GPU:0", "/device:GPU:1"]
     assert d["steps_compared"] == 1 and d["feasible"] is True and d["violations"] == []
     assert {s["device"] for s in d["stages"]} == {0, 1} and d["cost_model"] == "roofline (h100)"
+    # the ops on each device, as placed: `report --measured` takes this run for its placement, and no other's
+    placed = list(json.loads(out.read_text())["assignment"].values())
+    assert d["ops_per_device"] == [placed.count(0), placed.count(1)]
+    measured = tmp_path / "run.json"
+    measured.write_text(r.stdout)
+    assert run("report", models["gpt"], out, *flags, "--measured", measured, "-o", tmp_path / "r.html").exit_code == 0
+    other = tmp_path / "mlp.p.json"
+    assert run("partition", models["mlp"], "--devices", 2, "--batch-size", 2, "-o", other).exit_code == 0
+    r = run("report", models["mlp"], other, "--batch-size", 2, "--measured", measured, "-o", tmp_path / "r2.html")
+    assert r.exit_code == EXIT_INPUT and "give --measured the run of" in r.output and not (tmp_path / "r2.html").exists()
     r = run("run", models["gpt"], out, *flags)
     assert r.exit_code == 0 and "outputs match        yes" in r.stdout and "fits the model       yes" in r.stdout
 

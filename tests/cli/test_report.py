@@ -111,6 +111,11 @@ def test_report_errors_are_one_line_with_exit_codes(tmp_path, monkeypatch):
     bad.write_text('{"predicted_us": 1}')
     r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
     assert r.exit_code == EXIT_INPUT and "measured_us" in r.stderr and r.stderr.count("\n") == 1
+    for t in (-5, 0):       # a step that took no time, or less: no run measured it (a ratio of -0.008 was shown)
+        bad.write_text(json.dumps({"measured_us": t}))
+        r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
+        assert r.exit_code == EXIT_INPUT and r.stderr == f'pardnn: error: {bad}: "measured_us" is {t}; a measured ' \
+            'step takes some time\n', r.stderr
     bad.write_text('{"measured_us": 1, "measured_timeline": {"devices": [{"device": 0, "ops": [["a", 0]]}]}}')
     r = run("report", GNMT, p, "--measured", bad, "-o", tmp_path / "r.html")
     assert r.exit_code == EXIT_INPUT and r.stderr.count("\n") == 1
