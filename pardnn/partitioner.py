@@ -79,7 +79,8 @@ def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
 def run(g: OpGraph, cluster: Cluster, options: PardnnOptions | None = None, *,
         progress: Progress | None = None) -> tuple[Placement, PlanState, list[PassTiming]]:
     state, timings = default_pipeline(options).run(g, cluster, PlanState(), progress=progress)
-    meta = {"method": METHOD, "pass_seconds": {t.name: round(t.seconds, 6) for t in timings}}
+    meta = {"method": METHOD, "passes": [t.name for t in timings],
+            "pass_seconds": {t.name: round(t.seconds, 6) for t in timings}}
     return Placement(state.assignment, cluster.names, g.name, meta=meta), state, timings
 
 

@@ -176,8 +176,12 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     # pardnn.graph imported earlier): only where --batch-size sized the model (a model of fixed shapes
     # records none, and then a run takes the model's own shapes)
     batch = g.meta.get("batch_size")
+    meta = dict(plan.meta)
     if batch is not None:        # pardnn run refuses another batch size for this placement
-        plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, {**plan.meta, "batch_size": batch})
+        meta["batch_size"] = batch
+    if not time_passes:          # the same input and options write the same bytes; the times only when asked
+        meta.pop("pass_seconds", None)
+    plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, meta)
     with output_transaction():   # the placement, its .place form and the report appear together or not at all
         save_placement(plan, g, output)
         if place_path:

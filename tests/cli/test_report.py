@@ -25,7 +25,7 @@ def run(*args):
 
 def test_partition_report_then_report_command_agree(tmp_path):
     p, r1, r2 = tmp_path / "p.json", tmp_path / "a.html", tmp_path / "b.html"
-    r = run("partition", GNMT, "-k", 3, "--memory", "1GiB", "-o", p, "--report", r1)
+    r = run("partition", GNMT, "-k", 3, "--memory", "1GiB", "-o", p, "--report", r1, "--time-passes")
     assert r.exit_code == 0, r.output
     assert f"and {r1}" in r.stdout
     placement = json.loads(p.read_text())
@@ -40,6 +40,20 @@ def test_partition_report_then_report_command_agree(tmp_path):
     assert page2.values["makespan_us"] == page1.values["makespan_us"]
     assert page2.values["devices[2].capacity_bytes"] == str(2 ** 30)
     assert float(page2.values["pass.slice.seconds"]) == placement["pass_seconds"]["slice"]   # from the file
+
+
+def test_the_same_partition_writes_the_same_bytes(tmp_path):
+    """Found by a new user's trial: two identical runs wrote different files (each pass's seconds). Without
+    --time-passes the file holds no times: the same bytes, which name the passes that ran."""
+    files = []
+    for i in range(2):
+        files.append(tmp_path / f"p{i}.json")
+        assert run("-q", "partition", GNMT, "-k", 3, "--memory", "1GiB", "-o", files[-1]).exit_code == 0
+    assert files[0].read_bytes() == files[1].read_bytes()
+    placement = json.loads(files[0].read_text())
+    assert "pass_seconds" not in placement and placement["passes"][:2] == ["slice", "map"]
+    r = run("report", GNMT, files[0], "--memory", "1GiB", "-o", tmp_path / "r.html")
+    assert r.exit_code == 0 and "pass.slice.seconds" not in Page((tmp_path / "r.html").read_text()).values
 
 
 def test_report_with_a_measured_run(tmp_path):
