@@ -21,6 +21,7 @@ import only `pardnn.frontends.options` and the core, never this module.
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,35 @@ def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOpt
     loader = getattr(module, frontend.loader)
     if frontend.keywords is None:
         return loader(path, opts)
-    return loader(path, **{k: getattr(opts, k) for k in frontend.keywords if getattr(opts, k)})
+    g = loader(path, **{k: getattr(opts, k) for k in frontend.keywords if getattr(opts, k)})
+    _check_unused(path, fmt, frontend, opts, g)
+    return g
+
+
+# the flag of each `FrontendOptions` field (`pardnn.cli.options.frontend_options`)
+_FLAGS = {"name": "--name", "signature": "--signature", "profile_steps": "--profile", "batch_size": "--batch-size",
+          "dims": "--dim", "device_profile": "--device-profile", "keep_unexecuted": "--keep-unexecuted"}
+
+
+def _check_unused(path, fmt: str, frontend: Frontend, opts: FrontendOptions, g: OpGraph) -> None:
+    """A graph file's shapes and costs are fixed: a flag that would size or cost a model it cannot take is named
+    (it was ignored without a word). A ``--batch-size`` other than the one the graph was imported with is an
+    `InputError`; the same one says nothing."""
+    default = FrontendOptions()
+    unused = [f for f in _FLAGS if f not in frontend.keywords and getattr(opts, f) != getattr(default, f)]
+    recorded = g.meta.get("batch_size")
+    if "batch_size" in unused and recorded is not None:
+        if recorded != opts.batch_size:
+            raise InputError(f"{path}: the graph was imported with --batch-size {recorded}, and its shapes are "
+                             f"fixed: --batch-size {opts.batch_size} cannot resize it (import the model again "
+                             f"with --batch-size {opts.batch_size})")
+        unused.remove("batch_size")
+    if unused:
+        what = "a pardnn.graph" if fmt == "pardnn" else f"a {fmt} graph"
+        flags = ", ".join(_FLAGS[f] for f in unused)
+        logging.getLogger("pardnn").warning("%s: %s ignored: %s is read as it is (its shapes and op times were "
+                                            "fixed when it was made)", path, flags + (" is" if len(unused) == 1
+                                                                                  else " are"), what)
 
 
 def input_format(path: str | Path, fmt: str | None = None) -> str:

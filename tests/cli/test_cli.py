@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import os
 import socket
 
@@ -245,6 +246,29 @@ def test_an_empty_graph_is_placed_with_a_warning(tmp_path, graph_file):
     assert r.exit_code == 0, r.output
     for page in ("r.html", "rz.html"):
         assert 'data-key="speedup" data-value="1.0">1.00x' in (tmp_path / page).read_text()
+
+
+def test_flags_that_size_or_cost_a_model_are_named_on_a_graph_file(tmp_path, graph_file):
+    """A pardnn.graph's shapes and op times are fixed: --batch-size, --dim and --profile were ignored without a
+    word there (a review). They are named in a warning; a --batch-size other than the one the graph was
+    imported with is refused, and the same one says nothing."""
+    r = run("-q", "partition", graph_file, "-k", 2, "--batch-size", 8, "--dim", "seq=4", "-o", tmp_path / "p.json")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == ""          # -q: no warnings
+    r = run("partition", graph_file, "-k", 2, "--batch-size", 8, "--dim", "seq=4", "-o", tmp_path / "p.json")
+    assert r.exit_code == 0 and r.stderr.startswith(f"pardnn: {graph_file}: --batch-size, --dim are ignored: a "
+                                                    "pardnn.graph is read as it is"), r.stderr
+    assert "ignored" not in run("partition", graph_file, "-k", 2, "-o", tmp_path / "p.json").stderr
+    imported = tmp_path / "b4.json"
+    d = json.loads(Path(graph_file).read_text())
+    imported.write_text(json.dumps({**d, "batch_size": 4}))
+    r = run("partition", imported, "-k", 2, "--batch-size", 8, "-o", tmp_path / "q.json")
+    assert r.exit_code == EXIT_INPUT and not (tmp_path / "q.json").exists()
+    assert r.stderr == (f"pardnn: error: {imported}: the graph was imported with --batch-size 4, and its shapes are "
+                        "fixed: --batch-size 8 cannot resize it (import the model again with --batch-size 8)\n")
+    r = run("partition", imported, "-k", 2, "--batch-size", 4, "-o", tmp_path / "q.json")
+    assert r.exit_code == 0 and "ignored" not in r.stderr
+    assert json.loads((tmp_path / "q.json").read_text())["batch_size"] == 4
 
 
 def test_refine_evals_bounds_the_refinement(tmp_path):
