@@ -344,17 +344,17 @@ def _batch_that_sized(model: TFModel, batch_size: int | None, fills: int, where:
     else ``batch_size`` where it filled an unknown dimension (a feed's, a variable's, or one shape inference
     left open), else None. ``--batch-size`` on a model whose shapes are all fixed sizes nothing: it is not
     recorded (a placement of the graph then runs with the model's own shapes, whatever ``--batch-size`` a
-    run is given), and a value other than the feeds' leading dimension is named in a warning."""
+    run is given), and a value that is no feed's leading dimension is named in a warning."""
     if model.batch_size is not None or batch_size is None:
         return model.batch_size
     open_feed = any(f.shape is None or None in f.shape for f in model.feeds)
     if open_feed or fills:
         return batch_size
-    leading = sorted({f.shape[0] for f in model.feeds if f.shape})
-    if leading != [batch_size]:
+    leading = {f.shape[0] for f in model.feeds if f.shape}
+    if batch_size not in leading:     # (an input whose leading dimension it is: a batch the user knows; quiet)
         fixed = ", ".join(f"{f.name} {format_shape(f.shape)}" for f in model.feeds) or "none"
-        log.warning("%s: --batch-size %d sizes nothing: the model's shapes are all fixed (its inputs: %s); "
-                    "it is not recorded", where, batch_size, fixed)
+        log.warning("%s: --batch-size %d sizes nothing: the model's inputs have fixed shapes (%s), and they size "
+                    "the step; ignored", where, batch_size, fixed)
     return None
 
 

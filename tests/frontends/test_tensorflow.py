@@ -390,6 +390,36 @@ def test_a_batch_size_that_sizes_nothing_is_not_recorded(saved_model, tmp_path, 
     assert json.loads(r.stdout)["ok"] is True
 
 
+def test_a_batch_size_that_is_one_inputs_leading_dimension_is_not_warned_of(tmp_path, caplog):
+    """Inputs of fixed shapes with different leading dimensions (8 and 4): --batch-size 8 is one of them, so
+    no warning (a review found one); 5 is neither, and is named."""
+    class Step(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones((16, 4)), name="w")
+
+        @tf.function(input_signature=[tf.TensorSpec((8, 16), tf.float32, name="x"),
+                                      tf.TensorSpec((4, 4), tf.float32, name="y")])
+        def train_step(self, x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.matmul(x, self.w)) + tf.reduce_mean(y)
+            self.w.assign_sub(0.01 * tape.gradient(loss, self.w))
+            return {"loss": loss}
+
+    step = Step()
+    sm = tmp_path / "two"
+    tf.saved_model.save(step, str(sm), signatures={"train_step": step.train_step})
+    for batch, warned in ((8, False), (4, False), (5, True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="pardnn.frontends.tensorflow"):
+            g = load_tensorflow(sm, FrontendOptions(batch_size=batch))
+        assert g.meta["batch_size"] is None
+        said = [r.getMessage() for r in caplog.records if "sizes nothing" in r.getMessage()]
+        assert bool(said) == warned, said
+    assert "--batch-size 5 sizes nothing: the model's inputs have fixed shapes (train_step_x:0 [8, 16], " \
+        "train_step_y:0 [4, 4]), and they size the step; ignored" in said[0]
+
+
 def test_partition_a_graphdef_with_functions_and_a_saver(saved_model, tmp_path):
     """The SavedModel's own GraphDef as a .pb: calls inlined, saver ops kept and pinned to the host."""
     from tensorflow.core.protobuf import saved_model_pb2
