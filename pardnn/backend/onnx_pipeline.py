@@ -337,16 +337,18 @@ def compare_outputs(expected: Mapping[str, np.ndarray], got: Mapping[str, np.nda
     return ok, worst
 
 
-def check_devices(g: OpGraph, placement: Placement, cluster: Cluster) -> None:
-    """Every used device must exist in the cluster; raises `PlacementError` naming the node."""
+def check_devices(g: OpGraph, placement: Placement, cluster: Cluster, source: str | None = None) -> None:
+    """Every used device must exist in the cluster; raises `PlacementError` naming the node (and ``source``,
+    the placement's file, first)."""
     K = cluster.num_devices
     bad = np.flatnonzero(placement.assignment >= K)
     if bad.size:
         v = int(bad[0])
         d = int(placement.assignment[v])
         name = placement.devices[d] if d < len(placement.devices) else str(d)
-        raise PlacementError(f"node {g.names[v]!r} is placed on device {d} ({name}), which is not in the "
-                             f"cluster ({K} devices: {', '.join(cluster.names)})")
+        raise PlacementError(f"{source + ': ' if source else ''}node {g.names[v]!r} is placed on device {d} "
+                             f"({name}), which is not in the cluster ({K} device{'s' if K != 1 else ''}: "
+                             f"{', '.join(cluster.names)})")
 
 
 def run_placement(model: str | Path, placement: str | Path | Placement, *,
@@ -382,7 +384,7 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
         raise PlacementError(f"the placement has {pl.assignment.size} entries but graph {g.name!r} has "
                              f"{g.num_nodes} nodes: it was made for another graph")
     cl = cluster(pl) if callable(cluster) else cluster or default_cluster(pl)
-    check_devices(g, pl, cl)
+    check_devices(g, pl, cl, None if isinstance(placement, Placement) else str(placement))
     sched = simulate(g, cl, pl)     # the placement checked against the model (memory, colocation)
     predicted = sched.makespan_us
 

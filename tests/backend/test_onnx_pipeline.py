@@ -312,7 +312,8 @@ def test_cli_run_errors_are_one_line_with_exit_codes(models, tmp_path):
     assert run("partition", models["mlp"], "--devices", 2, "--batch-size", 2, "--method", "m-topo",
                "-o", out).exit_code == 0
     cases = [
-        (("run", models["mlp"], out, "--batch-size", 2, "--devices", 1), EXIT_INPUT, "which is not in the cluster"),
+        (("run", models["mlp"], out, "--batch-size", 2, "--devices", 1), EXIT_INPUT,
+         f"{out}: node '/fc1/Gemm' is placed on device 1 (/device:GPU:1), which is not in the cluster (1 device: "),
         (("run", models["gpt"], out, "--batch-size", 2, "--dim", "seq=4"), EXIT_INPUT, "is not in graph 'gpt'"),
         (("run", models["mlp"], out), EXIT_INPUT, "the placement was made with --batch-size 2, but this run has no "
                                                   "--batch-size; run with --batch-size 2"),
