@@ -126,6 +126,33 @@ def check_batch_size(made: Any, batch_size: int | None, where: str, doing: str =
                          f"{doing} with --batch-size {made}, or partition again for the batch you want")
 
 
+def costs_of(graph_meta: dict) -> str | None:
+    """What a framework graph's op times are, as a placement records it (``costs``): ``"profiled"`` (TensorFlow's
+    or onnxruntime's profile), ``"roofline (PRESET)"`` (estimated for a device preset), or None (a graph that
+    does not say: peers' files, hand-made graphs)."""
+    tf_costs, onnx_costs = graph_meta.get("costs"), graph_meta.get("cost_model")
+    if tf_costs == "profile" or (isinstance(onnx_costs, str) and "profile" in onnx_costs):
+        return "profiled"
+    if tf_costs == "roofline":
+        return f"roofline ({graph_meta.get('device_profile', '?')})"
+    if isinstance(onnx_costs, str) and onnx_costs.startswith("roofline"):
+        return onnx_costs
+    return None
+
+
+def check_costs(made: Any, graph_meta: dict, where: str) -> None:
+    """Warn where a run predicts with other op times than its placement was made with (a placement made with
+    ``--profile`` run without it compared a roofline prediction with the measured step); ``made`` is the
+    placement's recorded ``costs`` (None: nothing to check)."""
+    now = costs_of(graph_meta)
+    if isinstance(made, str) and now is not None and made != now:
+        import logging
+        logging.getLogger("pardnn").warning(
+            "%s: the placement was made with %s op times, but this run predicts with %s ones; give the run the "
+            "%s flag partition had, for a prediction of the same costs", where, made, now,
+            "--profile" if "profiled" in (made, now) else "--device-profile")
+
+
 MAX_DEVICES = 4096
 """The most devices a ``.place`` file may name without a cluster to say how many (as ``--devices`` allows)."""
 

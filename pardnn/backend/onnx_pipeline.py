@@ -46,7 +46,7 @@ from ..frontends.onnx.model import PreparedModel
 from ..frontends.onnx.runtime import example_feeds, make_session, provider_label, providers_for
 from ..ir import OpGraph
 from ..machine import simulate
-from ..placement import Placement, check_batch_size, load_placement
+from ..placement import Placement, check_batch_size, check_costs, load_placement
 from .common import default_cluster
 
 
@@ -380,6 +380,7 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
     pl = placement if isinstance(placement, Placement) else load_placement(placement, g)
     check_batch_size(pl.meta.get("batch_size"), opts.batch_size,
                      str(placement if not isinstance(placement, Placement) else model))
+    check_costs(pl.meta.get("costs"), g.meta, str(placement if not isinstance(placement, Placement) else model))
     if pl.assignment.size != g.num_nodes:
         raise PlacementError(f"the placement has {pl.assignment.size} entries but graph {g.name!r} has "
                              f"{g.num_nodes} nodes: it was made for another graph")

@@ -26,7 +26,7 @@ from typing import Callable
 from ..cluster import Cluster
 from ..errors import InputError, MissingDependencyError, PlacementError
 from ..frontends import FrontendOptions
-from ..placement import Placement, check_batch_size, load_placement
+from ..placement import Placement, check_batch_size, check_costs, load_placement
 from .common import placement_device_count
 from .tf_cluster import LocalCluster, Pinning, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec
@@ -112,6 +112,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
     check_batch_size(pl.meta.get("batch_size"), opts.batch_size, str(placement if not isinstance(
         placement, Placement) else model))
+    check_costs(pl.meta.get("costs"), imp.graph.meta, str(placement if not isinstance(placement, Placement)
+                                                          else model))
     cl = cluster(pl) if callable(cluster) else cluster
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)

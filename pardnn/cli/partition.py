@@ -14,7 +14,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
-from ..placement import Placement, load_placement, save_placement
+from ..placement import Placement, costs_of, load_placement, save_placement
 from ..units import format_bytes, format_time
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
@@ -179,6 +179,9 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     meta = dict(plan.meta)
     if batch is not None:        # pardnn run refuses another batch size for this placement
         meta["batch_size"] = batch
+    costs = costs_of(g.meta)
+    if costs is not None:        # pardnn run warns where it predicts with other op times
+        meta["costs"] = costs
     if not time_passes:          # the same input and options write the same bytes; the times only when asked
         meta.pop("pass_seconds", None)
     plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, meta)
