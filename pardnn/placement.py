@@ -9,6 +9,7 @@ indices in range.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -140,17 +141,26 @@ def costs_of(graph_meta: dict) -> str | None:
     return None
 
 
-def check_costs(made: Any, graph_meta: dict, where: str) -> None:
-    """Warn where a run predicts with other op times than its placement was made with (a placement made with
-    ``--profile`` run without it compared a roofline prediction with the measured step); ``made`` is the
-    placement's recorded ``costs`` (None: nothing to check)."""
+def check_costs(made: Any, graph_meta: dict, where: str, doing: str = "run") -> None:
+    """Warn where a run (or a simulation, a report: ``doing``) predicts with other op times than its placement
+    was made with (a placement made with ``--profile`` run without it compared a roofline prediction with the
+    measured step); ``made`` is the placement's recorded ``costs`` (None: nothing to check)."""
     now = costs_of(graph_meta)
     if isinstance(made, str) and now is not None and made != now:
-        import logging
         logging.getLogger("pardnn").warning(
-            "%s: the placement was made with %s op times, but this run predicts with %s ones; give the run the "
-            "%s flag partition had, for a prediction of the same costs", where, made, now,
+            "%s: the placement was made with %s op times, but this %s predicts with %s ones; give it the %s flag "
+            "partition had, for a prediction of the same costs", where, made, doing, now,
             "--profile" if "profiled" in (made, now) else "--device-profile")
+
+
+def note_batch_size(made: Any, graph_meta: dict, where: str, doing: str) -> None:
+    """Warn where a simulation or a report (``doing``) reads the graph at another batch than its placement was
+    made for: a what-if it may be, but its memory and times are another step's (`run` refuses it)."""
+    now = graph_meta.get("batch_size")
+    if made is not None and now is not None and made != now:
+        logging.getLogger("pardnn").warning("%s: the placement was made with --batch-size %s; this %s reads the "
+                                            "graph at --batch-size %s, another step's memory and times", where,
+                                            made, doing, now)
 
 
 MAX_DEVICES = 4096

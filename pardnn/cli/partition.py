@@ -14,7 +14,7 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
-from ..placement import Placement, costs_of, load_placement, save_placement
+from ..placement import Placement, check_costs, costs_of, load_placement, note_batch_size, save_placement
 from ..units import format_bytes, format_time
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
@@ -241,6 +241,8 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
     with progress.stage(f"reading {graph}"):
         g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
+    check_costs(pl.meta.get("costs"), g.meta, placement, doing="simulation")
+    note_batch_size(pl.meta.get("batch_size"), g.meta, placement, doing="simulation")
     cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
                                            device_prefix)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from ..machine import simulate
-from ..placement import load_placement
+from ..placement import check_costs, load_placement, note_batch_size
 from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
                       make_frontend_options, placement_cluster, read_input, write_placement_report)
 
@@ -57,6 +57,8 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     with progress.stage(f"reading {graph}"):
         g = read_input(graph, fmt, opts)
     pl = load_placement(placement, g)
+    check_costs(pl.meta.get("costs"), g.meta, placement, doing="report")
+    note_batch_size(pl.meta.get("batch_size"), g.meta, placement, doing="report")
     measured = load_measured(measured_path) if measured_path else None
     cluster, text_form = placement_cluster(placement, pl, cluster_path, devices, memory, speed, bandwidth, latency,
                                            device_prefix)

@@ -238,13 +238,20 @@ def test_a_run_that_predicts_with_other_op_times_than_its_placement_says_so(mode
     r = run("run", models["mlp"], out, *flags, "--steps", 1)
     assert r.exit_code == 0, r.output
     assert f"pardnn: {out}: the placement was made with profiled op times, but this run predicts with roofline " \
-        "(h100) ones; give the run the --profile flag partition had" in r.stderr, r.stderr
+        "(h100) ones; give it the --profile flag partition had" in r.stderr, r.stderr
     r = run("run", models["mlp"], out, *flags, "--steps", 1, "--profile", 1)
     assert r.exit_code == 0 and "op times" not in r.stderr, r.stderr
+    # simulate and report say the same; and of another batch, that it is another step's (run refuses it)
+    r = run("simulate", models["mlp"], out, *flags)
+    assert r.exit_code == 0 and "but this simulation predicts with roofline (h100) ones" in r.stderr, r.stderr
+    r = run("report", models["mlp"], out, "--batch-size", 3, "-o", tmp_path / "r.html")
+    assert r.exit_code == 0 and "but this report predicts with roofline" in r.stderr, r.stderr
+    assert f"{out}: the placement was made with --batch-size 2; this report reads the graph at --batch-size 3, " \
+        "another step's memory and times" in r.stderr, r.stderr
     assert run("-q", "partition", models["mlp"], "--devices", 2, "-o", out, *flags).exit_code == 0
     assert json.loads(out.read_text())["costs"] == "roofline (h100)"
     r = run("run", models["mlp"], out, *flags, "--steps", 1, "--device-profile", "a100")
-    assert "made with roofline (h100) op times, but this run predicts with roofline (a100) ones; give the run " \
+    assert "made with roofline (h100) op times, but this run predicts with roofline (a100) ones; give it " \
         "the --device-profile flag" in r.stderr, r.stderr
 
 
