@@ -11,6 +11,7 @@ from ..analysis import critical_path
 from ..errors import check_interrupt
 from ..machine import single_device_peak
 from ..units import format_bytes, format_time
+from ..placement import costs_of
 from .options import echo_json, frontend_flags, frontend_options, make_frontend_options, read_input
 
 
@@ -59,6 +60,9 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
                             "persistent_bytes": int(group_pers[i])} for i in largest],
         "pinned_ops": int((g.pinned >= 0).sum()),
         "phases": phases,
+        # what sized and costed the graph, where its frontend recorded it (a placement of it records the same)
+        "batch_size": g.meta.get("batch_size"),
+        "costs": costs_of(g.meta),
     }
     if as_json:
         echo_json(summary)
@@ -80,6 +84,10 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
     ]
     if phases:
         rows.append(("phases", ", ".join(f"{k} {v:,}" for k, v in sorted(phases.items()))))
+    if summary["batch_size"] is not None:
+        rows.append(("batch size", f"{summary['batch_size']} (it sized the model; a placement records it)"))
+    if summary["costs"] is not None:
+        rows.append(("op times", summary["costs"]))
     width = max(len(r[0]) for r in rows)
     for k, v in rows:
         click.echo(f"{k:<{width}}  {v}")

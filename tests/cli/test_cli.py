@@ -43,6 +43,17 @@ def test_info_table_and_json(graph_file):
     assert d["nodes"] == 6 and d["critical_path_us"] == 16.0
     assert d["largest_groups"][0] == {"name": "var", "ops": 2, "persistent_bytes": 4000}
     assert d["single_device_peak_bytes"] == 4000 + 3000
+    assert d["batch_size"] is None and d["costs"] is None and "batch size" not in run("info", graph_file).output
+
+
+def test_info_shows_the_batch_and_the_op_times_a_frontend_recorded(tmp_path, graph_file):
+    imported = tmp_path / "imported.json"
+    d = json.loads(Path(graph_file).read_text())
+    imported.write_text(json.dumps({**d, "batch_size": 4, "costs": "roofline", "device_profile": "a100"}))
+    r = run("info", imported)
+    assert "batch size          4 (it sized the model" in r.output and "op times            roofline (a100)" in r.output
+    j = json.loads(run("info", imported, "--json").stdout)
+    assert j["batch_size"] == 4 and j["costs"] == "roofline (a100)"
 
 
 def test_partition_then_simulate_agree(tmp_path, graph_file):
