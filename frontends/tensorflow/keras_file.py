@@ -102,11 +102,22 @@ def _load(p: Path):
             return keras.saving.load_model(str(p), compile=True, safe_mode=True)
     except Exception as exc:
         missing = re.search(r"Could not locate (?:class|function) '([^']+)'", str(exc))
+        if missing and _keras_has(keras, missing.group(1)):     # a class of Keras's own: the config is damaged
+            raise InputError(f"{p}: not a loadable Keras model (its config names Keras's {missing.group(1)!r} "
+                             "without the module Keras reads it from: the file is damaged, or not written by "
+                             "Keras)") from None
         if missing:     # Keras words it at the end of a long message that starts with the enclosing model
             raise InputError(f"{p}: the Keras model uses {missing.group(1)!r}, a class or function of its own "
                              "code that Keras cannot rebuild without it; load the model in Python with that "
                              "code imported and give it to pardnn.frontends.tensorflow.import_keras") from None
         raise InputError(f"{p}: not a loadable Keras model ({first_line(exc)})") from None
+
+
+def _keras_has(keras, name: str) -> bool:
+    """Whether ``name`` is a class or function Keras itself provides (a model, a layer, a loss, ...)."""
+    spaces = (keras, keras.models, keras.layers, keras.losses, keras.optimizers, keras.metrics, keras.activations,
+              keras.initializers, keras.regularizers, keras.constraints)
+    return any(callable(getattr(ns, name, None)) for ns in spaces)
 
 
 def _unbuilt_if_foreign(model, optimizer):

@@ -216,6 +216,8 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
     ("custom layer", "the Keras model uses 'PardnnTestOwnDense', a class or function of its own code that Keras "
                      "cannot rebuild without it; load the model in Python with that code imported and give it "
                      "to pardnn.frontends.tensorflow.import_keras"),
+    ("damaged config", "not a loadable Keras model (its config names Keras's 'Sequential' without the module Keras "
+                       "reads it from: the file is damaged, or not written by Keras)"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     if case == "custom layer":      # (a new user's trial met Keras's own message, which names the model only)
@@ -234,6 +236,11 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
         args = [files / "uncompiled.keras", "--batch-size", "4"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
+    elif case == "damaged config":      # a built-in class said to be the user's own code (a review)
+        import zipfile
+        with zipfile.ZipFile(tmp_path / "damaged.keras", "w") as z:
+            z.writestr("config.json", '{"class_name": "Sequential", "config": {}}')
+        args = [tmp_path / "damaged.keras", "--batch-size", "4"]
     else:
         bad = tmp_path / "bad.keras"
         bad.write_bytes(b"not a zip file")
