@@ -36,3 +36,24 @@ def if_with_capture() -> onnx.ModelProto:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
                               initializer=[numpy_helper.from_array(np.array(0, np.float32), "zero")])
     return make_model(graph)
+
+
+def split_to_sequence(split=(1, 3), sequence_output: bool = False) -> onnx.ModelProto:
+    """x [4, 8] -> ``SplitToSequence`` (rows in pieces of ``split``) -> ``SequenceAt(1)`` -> Relu: a sequence value.
+
+    With ``sequence_output`` the sequence itself is a graph output too.
+    """
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    rows = split[1]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8])]
+    if sequence_output:
+        outputs.append(helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None))
+    nodes = [helper.make_node("SplitToSequence", ["x", "split"], ["seq"], name="sts", axis=0),
+             helper.make_node("SequenceAt", ["seq", "one"], ["x1"], name="at"),
+             helper.make_node("Relu", ["x1"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])], outputs,
+                              initializer=[numpy_helper.from_array(np.array(split, np.int64), "split"),
+                                           numpy_helper.from_array(np.array(1, np.int64), "one")])
+    return make_model(graph)

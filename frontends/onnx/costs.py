@@ -18,9 +18,10 @@ Roofline (`node_flops`, `node_bytes_moved`, then `pardnn.frontends.roofline.op_t
   ``SoftmaxCrossEntropyLoss*`` family per element from the same table;
 * everything else moves data only.
 
-Bytes moved are the bytes of every input and output, except that view ops
-(``Reshape``, ``Squeeze``, ``Flatten``, ``Identity``, ...) move nothing and
-gathers and slices read only what they write. Values that are not ops at run
+Bytes moved are the bytes of every input and output (a sequence of tensors
+counts the sum of its elements), except that view ops (``Reshape``,
+``Squeeze``, ``Flatten``, ``Identity``, ``SequenceLength``, ...) move nothing
+and gathers, slices and ``SequenceAt`` read only what they write. Values that are not ops at run
 time (graph inputs, initializers, ``Constant``) cost nothing.
 
 Profile (`profile_times`): the model runs ``steps`` times (after one warm-up
@@ -49,8 +50,8 @@ from .model import TensorInfo
 from .runtime import make_session
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Size", "Constant",
-                      "Optional", "OptionalGetElement"})
-_READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice", "Compress"})
+                      "Optional", "OptionalGetElement", "SequenceLength"})
+_READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice", "Compress", "SequenceAt"})
 _REDUCE = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                      "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
                      "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "CumSum"})

@@ -24,6 +24,8 @@ from onnx import TensorProto, helper
 
 from pardnn.errors import MissingDependencyError, RuntimeFailure
 
+from .shapes import TensorInfo
+
 _GPU = re.compile(r"(?:^|/)device:GPU:(\d+)$", re.IGNORECASE)
 _TWO_GIB = 2**31 - 2**20
 
@@ -163,8 +165,14 @@ def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProt
     return m
 
 
-def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Path) -> dict[str, tuple[int, list]]:
-    """Run ``model`` once on example inputs and return ``{name: (elem_type, shape)}`` for ``names``."""
+def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Path) -> dict[str, TensorInfo]:
+    """Run ``model`` once on example inputs and return the `TensorInfo` of each of ``names``.
+
+    A tensor is sized by its array; a sequence of tensors (onnxruntime returns
+    a list) by its elements' shapes, with the element type onnxruntime
+    declares. Any other kind of value (a map, a sequence of maps) is a
+    `RuntimeFailure` naming it.
+    """
     m = with_outputs(model, names)
     onnx.external_data_helper.load_external_data_for_model(m, str(base_dir))
     sess = make_session(m)
@@ -173,9 +181,35 @@ def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Pa
         values = sess.run(list(names), feeds)
     except Exception as exc:
         raise RuntimeFailure(f"onnxruntime run failed: {_one_line(exc)}") from None
-    out = {}
-    for name, v in zip(names, values):
-        arr = np.asarray(v)
-        out[name] = (helper.np_dtype_to_tensor_dtype(arr.dtype) if arr.dtype != object else TensorProto.STRING,
-                     list(arr.shape))
-    return out
+    declared = {o.name: o.type for o in sess.get_outputs()}
+    return {name: measured_info(name, v, declared.get(name, "")) for name, v in zip(names, values)}
+
+
+_SEQ_OF_TENSOR = re.compile(r"^seq\(tensor\((\w+)\)\)$")
+_ORT_NUMPY_NAMES = {"float": "float32", "double": "float64", "string": "object"}
+
+
+def measured_info(name: str, value, ort_type: str) -> TensorInfo:
+    """The `TensorInfo` of one value onnxruntime returned (``ort_type``: its declared type, ``seq(tensor(float))``).
+
+    >>> measured_info("s", [np.zeros((1, 8), np.float32)] * 2, "seq(tensor(float))").elements
+    ((1, 8), (1, 8))
+    >>> measured_info("e", [], "seq(tensor(int64))").elem_type == TensorProto.INT64
+    True
+    """
+    if isinstance(value, np.ndarray):
+        return TensorInfo(name, _elem_type(value.dtype), tuple(int(x) for x in value.shape))
+    m = _SEQ_OF_TENSOR.match(ort_type)
+    if isinstance(value, list) and m and all(isinstance(e, np.ndarray) for e in value):
+        try:
+            dtype = np.dtype(_ORT_NUMPY_NAMES.get(m.group(1), m.group(1)))
+        except TypeError:
+            dtype = value[0].dtype if value else None
+        if dtype is not None:
+            return TensorInfo.sequence(name, _elem_type(dtype), [e.shape for e in value])
+    raise RuntimeFailure(f"value {name!r} is a {ort_type or type(value).__name__}: pardnn sizes tensors and "
+                         "sequences of tensors only")
+
+
+def _elem_type(dtype: np.dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(dtype) if dtype != object else TensorProto.STRING

@@ -36,14 +36,32 @@ log = logging.getLogger("pardnn.frontends.onnx")
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """A value with a static shape: element type (``onnx.TensorProto`` enum) and dimensions."""
+    """A value with a static shape: element type (``onnx.TensorProto`` enum) and dimensions.
+
+    A sequence of tensors (``seq(tensor(T))``, from ``SplitToSequence``,
+    ``SequenceConstruct``, ...) has ``elements``, the shape of each tensor in
+    it; its ``shape`` is then ``(len(elements),)`` and its size the sum of its
+    elements' sizes.
+    """
 
     name: str
     elem_type: int
     shape: tuple[int, ...]
+    elements: tuple[tuple[int, ...], ...] | None = None
+
+    @classmethod
+    def sequence(cls, name: str, elem_type: int, elements) -> "TensorInfo":
+        els = tuple(tuple(int(x) for x in e) for e in elements)
+        return cls(name, elem_type, (len(els),), els)
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.elements is not None
 
     @property
     def numel(self) -> int:
+        if self.elements is not None:
+            return sum(math.prod(e) for e in self.elements)
         return math.prod(self.shape)
 
     @property
@@ -53,6 +71,29 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         return self.numel * self.itemsize
+
+    def value_info(self) -> onnx.ValueInfoProto:
+        """The ONNX declaration of this value: a tensor type, or a sequence type for a sequence.
+
+        >>> s = TensorInfo.sequence("s", TensorProto.FLOAT, [(1, 8), (1, 8), (2, 8)])
+        >>> s.nbytes, s.value_info().type.sequence_type.elem_type.tensor_type.shape.dim[1].dim_value
+        (128, 8)
+        """
+        if self.elements is None:
+            return helper.make_tensor_value_info(self.name, self.elem_type, list(self.shape))
+        return helper.make_tensor_sequence_value_info(self.name, self.elem_type, common_shape(self.elements))
+
+
+def common_shape(shapes) -> list[int | None] | None:
+    """The shape all of ``shapes`` share: a dimension they differ in is None, differing ranks give None.
+
+    >>> common_shape([(1, 8), (2, 8)]), common_shape([(3,), (3, 1)]), common_shape([])
+    ([None, 8], None, None)
+    """
+    shapes = list(shapes)
+    if not shapes or len({len(s) for s in shapes}) != 1:
+        return None
+    return [d[0] if len(set(d)) == 1 else None for d in zip(*shapes)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -217,8 +258,8 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
     Rounds of ONNX shape inference, folding of shape arithmetic (`_Folder`)
     and onnxruntime-training's gradient convention, until every node output
     is sized or nothing changes. ``run_fallback(model, names) -> {name:
-    (elem_type, shape)}`` then measures what is left (an onnxruntime run);
-    None disables it.
+    TensorInfo}`` then measures what is left (an onnxruntime run; a sequence
+    comes back as one, with its elements' shapes); None disables it.
     """
     work = onnx.ModelProto()
     work.CopyFrom(model)
@@ -247,8 +288,7 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
             raise InputError(f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape "
                              f"after ONNX shape inference, and running the model to measure it failed: "
                              f"{one_line(exc)}") from None
-        for name, (elem_type, shape) in got.items():
-            known[name] = TensorInfo(name, elem_type, tuple(int(x) for x in shape))
+        known.update(got)
         measured = tuple(sorted(got))
         missing = _missing(model, known)
     if missing:
@@ -261,9 +301,9 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
     for o in model.graph.output:
         if o.name in known and _static(o) is None:
             t = known[o.name]
-            o.type.CopyFrom(helper.make_tensor_type_proto(t.elem_type, list(t.shape)))
+            o.type.CopyFrom(t.value_info().type)
     inputs = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
     model.graph.ClearField("value_info")
-    model.graph.value_info.extend(helper.make_tensor_value_info(t.name, t.elem_type, list(t.shape))
-                                  for name, t in known.items() if name not in outputs and name not in inputs)
+    model.graph.value_info.extend(t.value_info() for name, t in known.items()
+                                  if name not in outputs and name not in inputs)
     return known, measured

@@ -225,7 +225,7 @@ def _value_info(pm: PreparedModel, name: str) -> onnx.ValueInfoProto:
     t = pm.tensors.get(name)
     if t is None:
         return onnx.ValueInfoProto(name=name)
-    return helper.make_tensor_value_info(name, t.elem_type, list(t.shape))
+    return t.value_info()
 
 
 def stage_model(pm: PreparedModel, stage: Stage, weights: Mapping[str, onnx.TensorProto]) -> onnx.ModelProto:
@@ -316,25 +316,42 @@ class Pipeline:
         return values, times
 
 
-def compare_outputs(expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], *, rtol: float,
+def compare_outputs(expected: Mapping[str, Any], got: Mapping[str, Any], *, rtol: float,
                     atol: float) -> tuple[bool, float]:
-    """Whether every output matches within tolerance, and the largest absolute difference."""
+    """Whether every output matches within tolerance, and the largest absolute difference.
+
+    An output may be a sequence of tensors (a list): it matches when it has as many elements and each
+    matches.
+
+    >>> compare_outputs({"s": [np.ones(2), np.ones(3)]}, {"s": [np.ones(2), np.ones(3) * 1.5]}, rtol=0, atol=0)
+    (False, 0.5)
+    """
     ok, worst = True, 0.0
     for name, want in expected.items():
-        have = np.asarray(got[name])
-        want = np.asarray(want)
-        if have.shape != want.shape:
-            return False, float("inf")
-        if want.dtype.kind in "fc":
-            if want.size:
-                worst = max(worst, float(np.nanmax(np.abs(have.astype(np.float64) - want.astype(np.float64)))))
-            ok &= bool(np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True))
+        have = got[name]
+        if isinstance(want, list) or isinstance(have, list):
+            if not (isinstance(want, list) and isinstance(have, list) and len(want) == len(have)):
+                ok, worst = False, float("inf")
+                continue
+            pairs = list(zip(have, want))
         else:
-            same = bool(np.array_equal(have, want))
+            pairs = [(have, want)]
+        for h, w in pairs:
+            same, diff = _compare_arrays(w, h, rtol=rtol, atol=atol)
             ok &= same
-            if not same:
-                worst = float("inf")
+            worst = max(worst, diff)
     return ok, worst
+
+
+def _compare_arrays(want, have, *, rtol: float, atol: float) -> tuple[bool, float]:
+    want, have = np.asarray(want), np.asarray(have)
+    if have.shape != want.shape:
+        return False, float("inf")
+    if want.dtype.kind in "fc":
+        worst = float(np.nanmax(np.abs(have.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
+        return bool(np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True)), worst
+    same = bool(np.array_equal(have, want))
+    return same, 0.0 if same else float("inf")
 
 
 def check_devices(g: OpGraph, placement: Placement, cluster: Cluster, source: str | None = None) -> None:

@@ -31,7 +31,7 @@ from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 from pardnn.ir import load_graph  # noqa: E402
 from pardnn.placement import Placement, save_placement  # noqa: E402
 
-from ..onnx_models import if_with_capture, make_model, save  # noqa: E402
+from ..onnx_models import if_with_capture, make_model, save, split_to_sequence  # noqa: E402
 
 pytestmark = pytest.mark.onnx
 
@@ -117,6 +117,18 @@ def test_subgraph_capture_crosses_a_cut(tmp_path):
     pl = placement_for(g, lambda n: 1 if n in ("if", "output:y") else 0, 2)
     r = run_placement(path, pl, steps=1)
     assert r.outputs_match and [s.device for s in r.stages] == [0, 1]
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_sequence_value_runs_in_one_stage_and_across_a_cut(tmp_path, cut):
+    """A ragged sequence (SplitToSequence rows [1, 3]) inside a stage, and passed between two stages as a list
+    of arrays; the sequence is a graph output too, compared element by element with the whole model's."""
+    path = save(split_to_sequence((1, 3), sequence_output=True), tmp_path / "seq.onnx")
+    g = load_onnx(path)
+    pl = placement_for(g, lambda n: 0 if not cut or n in ("input:x", "sts", "output:seq") else 1, 2 if cut else 1)
+    r = run_placement(path, pl, steps=1)
+    assert r.outputs_match and r.max_abs_diff == 0.0
+    assert [s.device for s in r.stages] == ([0, 1] if cut else [0])
 
 
 @st.composite

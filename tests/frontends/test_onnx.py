@@ -21,12 +21,13 @@ from pardnn.analysis import is_topologically_ordered  # noqa: E402
 from pardnn.errors import InputError  # noqa: E402
 from pardnn.frontends import roofline  # noqa: E402
 from pardnn.frontends import FrontendOptions, load_input  # noqa: E402
-from pardnn.frontends.onnx import load_onnx  # noqa: E402
+from pardnn.frontends.onnx import load_onnx, prepare  # noqa: E402
+from pardnn.frontends.onnx.costs import node_bytes_moved  # noqa: E402
 from pardnn.frontends.onnx.zoo import gpt, mlp  # noqa: E402
 
 from ..conftest import REPO  # noqa: E402
 
-from ..onnx_models import if_with_capture, make_model, save  # noqa: E402
+from ..onnx_models import if_with_capture, make_model, save, split_to_sequence  # noqa: E402
 
 pytestmark = pytest.mark.onnx
 TRAINING = REPO / "tests" / "data" / "onnx"
@@ -255,6 +256,28 @@ def test_data_dependent_shapes_are_measured_with_onnxruntime(tmp_path):
     g = load_onnx(save(make_model(graph), tmp_path / "nz.onnx"))
     assert g.meta["shapes_measured"] == ["nz", "y"]
     assert g.output_bytes_of(g.id("nonzero")) == [2 * 15 * 8]   # normal inputs are all non-zero
+
+
+def test_a_sequence_keeps_its_type_and_is_sized_by_its_elements(tmp_path):
+    """SplitToSequence of x [4, 8] into rows [1, 3]: a ragged sequence of 32 + 96 bytes, measured by a run.
+
+    The model pardnn rewrites keeps the value a sequence (onnxruntime refuses a tensor declaration), so a
+    profile runs; the sequence's bytes are the sum of its elements'.
+    """
+    path = save(split_to_sequence((1, 3)), tmp_path / "seq.onnx")
+    pm = prepare(path)
+    seq = pm.tensors["seq"]
+    assert seq.is_sequence and seq.elements == ((1, 8), (3, 8)) and seq.nbytes == 128
+    declared = {vi.name: vi.type for vi in pm.graph.value_info}
+    assert declared["seq"].HasField("sequence_type")
+    assert [d.dim_value for d in declared["seq"].sequence_type.elem_type.tensor_type.shape.dim] == [0, 8]
+    assert pm.measured == ("seq", "x1")
+    g = load_onnx(path, FrontendOptions(profile_steps=1))
+    assert g.output_bytes_of(g.id("sts")) == [128] and g.output_bytes_of(g.id("at")) == [96]
+    assert g.meta["cost_model"].startswith("onnxruntime profile")
+    nodes = {n.name: n for n in pm.graph.node}
+    assert node_bytes_moved(nodes["sts"], pm.tensors) == 128 + 16 + 128      # x and split in, the sequence out
+    assert node_bytes_moved(nodes["at"], pm.tensors) == 2 * 96 + 8           # reads the element it returns
 
 
 def test_an_unknown_op_without_shapes_is_named(tmp_path):
