@@ -42,7 +42,9 @@ optimisations off, ``profile_steps`` runs after a warm-up, combined with
 `pardnn.frontends.common.robust_average` (`pardnn.frontends.onnx.costs.profile_times`); these
 are times on this machine's onnxruntime provider. Otherwise the shared roofline
 (`pardnn.frontends.roofline`) over ``options.device_profile`` from each node's FLOPs
-and bytes moved (`pardnn.frontends.onnx.costs`). ``temp_bytes`` is 0 (ONNX does not
+and bytes moved (`pardnn.frontends.onnx.costs`); an ``If`` adds its costlier
+branch, a ``Loop``/``Scan`` its body times the trip count (one iteration, with a
+warning, where the count is not static). ``temp_bytes`` is 0 (ONNX does not
 say how much scratch a kernel takes).
 
 **Training graphs.** An onnxruntime-training ``training_model.onnx`` (forward,
@@ -69,7 +71,7 @@ from pardnn.ir import OpGraph
 from .. import roofline
 from ..options import FrontendOptions
 from .convert import to_graph
-from .costs import profile_times, roofline_time_us
+from .costs import profile_times, roofline_time_us, uncounted_loops
 from .model import PreparedModel, TensorInfo, prepare
 from .runtime import feeds_for
 
@@ -85,6 +87,16 @@ def _weights_loaded(pm: PreparedModel):
     m.CopyFrom(pm.model)
     onnx.external_data_helper.load_external_data_for_model(m, str(pm.path.parent))
     return m
+
+
+def _warn_uncounted_loops(pm: PreparedModel) -> None:
+    """Warn once when the roofline costs a ``Loop``/``Scan`` body once because its trip count is not static."""
+    where = [n.name for n in pm.graph.node if n.name in pm.bodies
+             and uncounted_loops(pm.costed(n), pm.tensors, pm.constants)]
+    if where:
+        log.warning("%s: %d node(s) hold a Loop/Scan with no static trip count (%s); the roofline costs its "
+                    "body as one iteration (--profile measures it)", pm.path, len(where),
+                    where[0] if len(where) == 1 else f"{where[0]}, ...")
 
 
 def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = None) -> OpGraph:
@@ -115,13 +127,14 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
         log.info("%s: profiled %d onnxruntime runs in %.2f s", pm.path, opts.profile_steps, time.perf_counter() - t0)
 
         def time_fn(node):
-            flops = roofline_time_us(node, pm.tensors, device)[1]
+            flops = roofline_time_us(pm.costed(node), pm.tensors, device, pm.constants)[1]
             return times.get(node.name, 0.0), flops
     else:
         meta["cost_model"] = f"roofline ({device.name})"
+        _warn_uncounted_loops(pm)
 
         def time_fn(node):
-            return roofline_time_us(node, pm.tensors, device)
+            return roofline_time_us(pm.costed(node), pm.tensors, device, pm.constants)
     name = opts.name or pm.model.graph.name or pm.path.name.removesuffix(".onnx")
     return to_graph(pm, time_fn, name=name, source=str(pm.path), meta=meta)
 

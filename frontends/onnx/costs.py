@@ -16,7 +16,10 @@ Roofline (`node_flops`, `node_bytes_moved`, then `pardnn.frontends.roofline.op_t
   ``AveragePoolGrad`` one per ``dY`` element per tap; ``BatchNormInternal`` and
   ``BatchNormalizationGrad`` as training-mode normalisations, ``ReluGrad``, ``Scale``, the
   ``SoftmaxCrossEntropyLoss*`` family per element from the same table;
-* everything else moves data only.
+* everything else moves data only;
+* a node with subgraphs (`body_cost`): its own roofline time plus an ``If``'s costlier branch, a
+  ``Loop``/``Scan``'s body times `trip_count` (once where that is not static: `uncounted_loops`), each
+  subgraph the sum of its nodes' costs over the shapes shape inference gave its values, recursively.
 
 Bytes moved are the bytes of every input and output (a sequence of tensors
 counts the sum of its elements), except that view ops (``Reshape``,
@@ -35,10 +38,11 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from pardnn.errors import RuntimeFailure
@@ -47,6 +51,7 @@ from pardnn.progress import note, substage
 from .. import roofline
 from ..common import robust_average
 from .model import TensorInfo
+from .shapes import graph_tensors, small_values
 from .runtime import make_session
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Shape", "Size", "Constant",
@@ -199,12 +204,122 @@ def node_bytes_moved(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) ->
 
 
 def roofline_time_us(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
-                     profile: roofline.DeviceProfile) -> tuple[float, float]:
-    """``(time_us, flops)`` of a node on ``profile``; graph constants cost nothing."""
+                     profile: roofline.DeviceProfile, values: Mapping[str, np.ndarray] | None = None
+                     ) -> tuple[float, float]:
+    """``(time_us, flops)`` of a node on ``profile``; graph constants cost nothing.
+
+    A node with subgraphs adds their cost (`body_cost`) to its own (its inputs and outputs moved, one
+    launch). ``values``: small values known statically (a ``Loop``'s trip count is read from them).
+    """
     if node.op_type == "Constant":
         return 0.0, 0.0
+    if subgraphs(node):
+        own = roofline.op_time_us(0.0, node_bytes_moved(node, tensors), profile)
+        body_us, body_flops = body_cost(node, tensors, profile, values or {})
+        return own + body_us, body_flops
     flops = node_flops(node, tensors)
     return roofline.op_time_us(flops, node_bytes_moved(node, tensors), profile), flops
+
+
+# ---------------------------------------------------------------------------
+# control flow: If, Loop, Scan
+# ---------------------------------------------------------------------------
+
+_MAX_TRIPS = 2**31 - 1   # a larger Loop M is exporters' "no limit" (the condition ends the loop)
+
+
+def subgraphs(node: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto]]:
+    """``(attribute name, graph)`` for each subgraph of a node, in attribute order."""
+    out = []
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            out.append((a.name, a.g))
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            out.extend((a.name, g) for g in a.graphs)
+    return out
+
+
+def _scalar(values: Mapping[str, np.ndarray], name: str):
+    v = values.get(name) if name else None
+    return np.asarray(v).reshape(-1)[0].item() if v is not None and np.asarray(v).size == 1 else None
+
+
+def trip_count(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
+               values: Mapping[str, np.ndarray]) -> int | None:
+    """How many times a ``Loop``/``Scan`` runs its body, where that is known statically; else None.
+
+    ``Loop``: its trip count ``M`` when a constant (an upper bound when the condition can end the loop
+    earlier; an ``M`` of 2^31 or more is "no limit"), 0 when the initial condition is a constant false.
+    ``Scan``: the length of its first scan input along its scan axis (``Scan`` 8, with a batch axis first:
+    batch x length).
+
+    >>> from onnx import helper
+    >>> loop = helper.make_node("Loop", ["M", "c"], ["y"])
+    >>> trip_count(loop, {}, {"M": np.array(10)}), trip_count(loop, {}, {})
+    (10, None)
+    >>> trip_count(loop, {}, {"M": np.array(2**62)}), trip_count(loop, {}, {"M": np.array(5), "c": np.array(False)})
+    (None, 0)
+    """
+    if node.op_type == "Loop":
+        if len(node.input) > 1 and _scalar(values, node.input[1]) is False:
+            return 0
+        m = _scalar(values, node.input[0]) if node.input else None
+        return int(m) if m is not None and 0 <= m < _MAX_TRIPS else None
+    if node.op_type == "Scan":
+        k = int(_attr(node, "num_scan_inputs", 0) or 0)
+        body = _attr(node, "body")
+        if k < 1 or body is None or len(node.input) < k:
+            return None
+        shape = _shape(tensors, node.input[-k])
+        if len(node.input) == len(body.input) + 1:          # Scan 8: [sequence_lens] + states + scans, batch first
+            return shape[0] * shape[1] if shape is not None and len(shape) >= 2 else None
+        axes = list(_attr(node, "scan_input_axes", []) or [0])
+        if shape is None or not shape:
+            return None
+        axis = axes[0] + len(shape) if axes[0] < 0 else axes[0]
+        return shape[axis] if 0 <= axis < len(shape) else None
+    return None
+
+
+def graph_cost(graph: onnx.GraphProto, tensors: Mapping[str, TensorInfo], profile: roofline.DeviceProfile,
+               values: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    """``(time_us, flops)`` of running a subgraph once: the sum of its nodes' roofline costs.
+
+    Its values are sized from what it declares (shape inference writes its value infos), then from the
+    enclosing scopes (``tensors``), so nested subgraphs are costed the same way.
+    """
+    scope = ChainMap(graph_tensors(graph), tensors)
+    consts = ChainMap(small_values(graph), values)
+    time_us = flops = 0.0
+    for n in graph.node:
+        t, f = roofline_time_us(n, scope, profile, consts)
+        time_us += t
+        flops += f
+    return time_us, flops
+
+
+def body_cost(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo], profile: roofline.DeviceProfile,
+              values: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    """``(time_us, flops)`` of a node's subgraphs: an ``If`` its costlier branch, a ``Loop``/``Scan`` its body
+    times `trip_count` (once when that is unknown, see `uncounted_loops`), any other op each subgraph once."""
+    costs = [graph_cost(g, tensors, profile, values) for _, g in subgraphs(node)]
+    if not costs:
+        return 0.0, 0.0
+    if node.op_type == "If":
+        return max(costs)
+    trips = trip_count(node, tensors, values) if node.op_type in ("Loop", "Scan") else None
+    trips = 1 if trips is None else trips
+    return trips * sum(t for t, _ in costs), trips * sum(f for _, f in costs)
+
+
+def uncounted_loops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
+                    values: Mapping[str, np.ndarray]) -> int:
+    """How many ``Loop``/``Scan`` nodes, ``node`` and those nested in its subgraphs, have no static trip count."""
+    count = int(node.op_type in ("Loop", "Scan") and trip_count(node, tensors, values) is None)
+    for _, g in subgraphs(node):
+        scope, consts = ChainMap(graph_tensors(g), tensors), ChainMap(small_values(g), values)
+        count += sum(uncounted_loops(n, scope, consts) for n in g.node if subgraphs(n))
+    return count
 
 
 # ---------------------------------------------------------------------------

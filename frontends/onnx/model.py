@@ -34,7 +34,7 @@ import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import onnx
 from onnx import TensorProto
@@ -67,6 +67,16 @@ class PreparedModel:
     """Tensors whose shapes came from an onnxruntime run rather than shape inference."""
     batch_size: int | None = None
     """``--batch-size`` when it sized the model's batch (a named dynamic dimension at axis 0), else None."""
+    bodies: Mapping[str, onnx.NodeProto] = field(default_factory=dict)
+    """Each node with subgraphs (``If``, ``Loop``, ``Scan``) by name, as ONNX shape inference returned it: its
+    subgraphs carry the shapes of their values (the costs read them; runs use ``model``)."""
+    constants: Mapping[str, Any] = field(default_factory=dict)
+    """Small values known without running (numpy arrays): weights, ``Constant`` nodes, folded shape
+    arithmetic; a ``Loop``'s trip count comes from here."""
+
+    def costed(self, node: onnx.NodeProto) -> onnx.NodeProto:
+        """``node`` as the costs read it: with the shapes of its subgraphs' values when it has subgraphs."""
+        return self.bodies.get(node.name, node)
 
     @property
     def graph(self) -> onnx.GraphProto:
@@ -248,5 +258,6 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
     batch = batch_size if batch_size is not None and sizes_a_batch(g) else None
     fix_dims(model, values)
     fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
-    tensors, measured = infer_tensors(model, p, run_fallback=fallback)
-    return PreparedModel(model, p, originals, tensors, values, measured, batch)
+    shapes = infer_tensors(model, p, run_fallback=fallback)
+    return PreparedModel(model, p, originals, shapes.tensors, values, shapes.measured, batch, shapes.bodies,
+                         shapes.constants)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections import ChainMap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import onnx
@@ -125,8 +126,8 @@ def _static(vi: onnx.ValueInfoProto) -> TensorInfo | None:
     return TensorInfo(vi.name, tt.elem_type, tuple(shape))
 
 
-def _known_tensors(model: onnx.ModelProto) -> dict[str, TensorInfo]:
-    g = model.graph
+def graph_tensors(g: onnx.GraphProto) -> dict[str, TensorInfo]:
+    """The statically sized values a graph (or subgraph) declares: inputs, value infos, outputs, weights, constants."""
     out: dict[str, TensorInfo] = {}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         info = _static(vi)
@@ -140,6 +141,61 @@ def _known_tensors(model: onnx.ModelProto) -> dict[str, TensorInfo]:
                 if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
                     out[n.output[0]] = TensorInfo(n.output[0], a.t.data_type, tuple(int(x) for x in a.t.dims))
     return out
+
+
+def small_values(g: onnx.GraphProto) -> dict[str, np.ndarray]:
+    """The values of a graph's small weights and ``Constant`` nodes (at most `_FOLD_LIMIT` elements, data inside)."""
+    out: dict[str, np.ndarray] = {}
+    tensors = [(t.name, t) for t in g.initializer]
+    tensors += [(n.output[0], a.t) for n in g.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+                and n.output for a in n.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR]
+    for name, t in tensors:
+        if t.data_location != TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= _FOLD_LIMIT:
+            out[name] = onnx.numpy_helper.to_array(t)
+    return out
+
+
+def with_bodies(g: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """The nodes of ``g`` that have subgraphs (``If``, ``Loop``, ``Scan``, ...), by name."""
+    return {n.name: n for n in g.node
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute)}
+
+
+def _bind_loop_inputs(g: onnx.GraphProto, scope: Mapping[str, TensorInfo]) -> int:
+    """Give each unsized loop-carried input of a ``Loop`` body in ``g`` (nested ones too) the static type of the
+    Loop's initial value, in place; returns how many were bound.
+
+    ONNX shape inference leaves them unsized (a loop may change their shapes between iterations), and with
+    them everything the body computes from them.
+    """
+    bound = 0
+    for n in g.node:
+        subs = [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+        subs += [b for a in n.attribute if a.type == onnx.AttributeProto.GRAPHS for b in a.graphs]
+        if n.op_type == "Loop" and subs:
+            for vi, init in zip(subs[0].input[2:], n.input[2:]):
+                t = scope.get(init)
+                if _static(vi) is None and t is not None and not t.is_sequence:
+                    vi.type.CopyFrom(t.value_info().type)
+                    bound += 1
+        for sub in subs:
+            bound += _bind_loop_inputs(sub, ChainMap(graph_tensors(sub), scope))
+    return bound
+
+
+def _bodies_sized(inferred: onnx.ModelProto, known: Mapping[str, TensorInfo]) -> dict[str, onnx.NodeProto]:
+    """`with_bodies` of ``inferred``, its Loop bodies inferred again with their loop-carried inputs bound
+    (`_bind_loop_inputs`), in rounds for nested loops; a round shape inference refuses is dropped."""
+    for _ in range(4):
+        candidate = onnx.ModelProto()
+        candidate.CopyFrom(inferred)
+        if not _bind_loop_inputs(candidate.graph, known):
+            break
+        try:
+            inferred = onnx.shape_inference.infer_shapes(candidate, data_prop=True)
+        except Exception:   # the bound shapes contradict the body: keep what ONNX inferred
+            break
+    return with_bodies(inferred.graph)
 
 
 def _infer(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
@@ -252,8 +308,23 @@ class _Folder:
         return folded
 
 
-def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> tuple[dict[str, TensorInfo], tuple]:
-    """Static shapes of every value; writes them into ``model``'s value infos. Returns (tensors, measured).
+class Inferred(NamedTuple):
+    """What `infer_tensors` found."""
+
+    tensors: dict[str, TensorInfo]
+    """Every value of the main graph with a static shape."""
+    measured: tuple[str, ...]
+    """The values an onnxruntime run sized."""
+    bodies: dict[str, onnx.NodeProto]
+    """Each node with subgraphs (by name) as shape inference returned it: its subgraphs' value infos (and
+    their nested subgraphs') hold the shapes inference gave their values, a Loop body's sized from the Loop's
+    initial values (`_bind_loop_inputs`). For costs; ``model`` is not changed."""
+    constants: dict[str, np.ndarray]
+    """The small values known before running: weights, ``Constant`` nodes, folded shape arithmetic."""
+
+
+def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> Inferred:
+    """Static shapes of every value; writes them into ``model``'s value infos (see `Inferred` for what it returns).
 
     Rounds of ONNX shape inference, folding of shape arithmetic (`_Folder`)
     and onnxruntime-training's gradient convention, until every node output
@@ -267,7 +338,7 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
     known: dict[str, TensorInfo] = {}
     for _ in range(16):
         inferred = _infer(work, path)
-        known.update(_known_tensors(inferred))
+        known.update(graph_tensors(inferred.graph))
         work.graph.ClearField("value_info")
         work.graph.value_info.extend(inferred.graph.value_info)
         if not _missing(model, known):
@@ -306,4 +377,6 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> t
     model.graph.ClearField("value_info")
     model.graph.value_info.extend(t.value_info() for name, t in known.items()
                                   if name not in outputs and name not in inputs)
-    return known, measured
+    bodies = _bodies_sized(inferred, known) if any(n.op_type == "Loop" for n in inferred.graph.node) \
+        else with_bodies(inferred.graph)
+    return Inferred(known, measured, bodies, {**small_values(model.graph), **folder.values})

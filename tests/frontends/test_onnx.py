@@ -430,3 +430,83 @@ def test_views_forward_their_input_buffer(tmp_path):
     assert single_device_peak(dataclasses.replace(g, edge_extra=())) == 3 * 4000 + 24
     session = ort.InferenceSession(str(tmp_path / "views.onnx"))
     assert np.allclose(session.run(None, {"x": np.ones(1000, np.float32)})[0], 2000 * np.sin(1.0))
+
+
+def _control_flow_model(trip: str | None) -> onnx.ModelProto:
+    """x [64, 64]; ``mm_once`` = x @ w; a Loop of ``h = tanh(h @ w)`` (trip count: the constant ``trip`` = 10,
+    the graph input ``n`` when ``trip`` is None) whose body also holds an If (then: 2 MatMuls, else: Neg);
+    an If outside (then: 3 MatMuls, else: Neg); a Scan adding the 64 rows of x. No body value is declared:
+    their shapes come from shape inference."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    vi = helper.make_tensor_value_info
+    mm = lambda a, b, o: helper.make_node("MatMul", [a, b], [o])  # noqa: E731
+
+    def branches(k, x, out):
+        chain = [mm(x if j == 0 else f"{out}_t{j}", "w", out if j == k - 1 else f"{out}_t{j + 1}") for j in range(k)]
+        then_g = helper.make_graph(chain, f"{out}_then", [], [vi(out, f, None)])
+        else_g = helper.make_graph([helper.make_node("Neg", [x], [out + "_neg"])], f"{out}_else", [],
+                                   [vi(out + "_neg", f, None)])
+        return dict(then_branch=then_g, else_branch=else_g)
+
+    body = helper.make_graph(
+        [mm("h_in", "w", "hm"), helper.make_node("Tanh", ["hm"], ["ht"]),
+         helper.make_node("If", ["c"], ["h_out"], **branches(2, "ht", "inner")),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [vi("i", i64, []), vi("cond_in", TensorProto.BOOL, []), vi("h_in", f, None)],
+        [vi("cond_out", TensorProto.BOOL, []), vi("h_out", f, None)])
+    scan_body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"])], "scan_body",
+                                  [vi("s_in", f, None), vi("row", f, None)], [vi("s_out", f, None)])
+    nodes = [mm("x", "w", "once"),
+             helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("Loop", [trip or "n", "true", "x"], ["hf"], name="loop", body=body),
+             helper.make_node("If", ["c"], ["yi"], name="if", **branches(3, "x", "outer")),
+             helper.make_node("Scan", ["row0", "x"], ["sf"], name="scan", body=scan_body, num_scan_inputs=1),
+             helper.make_node("Add", ["hf", "yi"], ["y"], name="add")]
+    nodes[0].name = "mm_once"
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.1).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(True), "true"),
+             numpy_helper.from_array(np.zeros(64, np.float32), "row0")]
+    if trip:
+        inits.append(numpy_helper.from_array(np.array(10, np.int64), trip))
+    inputs = [vi("x", f, [64, 64])] + ([] if trip else [vi("n", i64, [])])
+    graph = helper.make_graph(nodes, "control", inputs, [vi("y", f, [64, 64]), vi("sf", f, [64])],
+                              initializer=inits)
+    return make_model(graph)
+
+
+def test_control_flow_bodies_are_costed(tmp_path, caplog):
+    """Loop: 10 x (MatMul + Tanh + the If's costlier branch, 2 MatMuls); If: its 3-MatMul branch; Scan: 64 x Add.
+
+    Each adds its own roofline time (its inputs and outputs moved) to its bodies'."""
+    from pardnn.frontends.onnx.costs import roofline_time_us
+    from pardnn.frontends.onnx.shapes import TensorInfo
+
+    path = save(_control_flow_model("trip"), tmp_path / "cf.onnx")
+    with caplog.at_level("WARNING", logger="pardnn.frontends.onnx"):
+        g = load_onnx(path, FrontendOptions(device_profile="v100"))
+    assert not caplog.records
+    flops = {n: g.node_extra[g.id(n)].get("flops") for n in ("mm_once", "loop", "if", "scan")}
+    mm = 2.0 * 64 ** 3
+    tanh = 64 * 64 * roofline.ELEMENTWISE_FLOPS["Tanh"]
+    assert flops == {"mm_once": mm, "loop": 10 * (mm + tanh + 2 * mm), "if": 3 * mm, "scan": 64 * 64}
+    t = {n: float(g.time_us[g.id(n)]) for n in ("mm_once", "loop", "if")}
+    v100 = roofline.get_profile("v100")
+    x = TensorInfo("x", TensorProto.FLOAT, (64, 64))
+    tanh_us = roofline_time_us(helper.make_node("Tanh", ["x"], ["t"]), {"x": x, "t": x}, v100)[0]
+    assert 3 * t["mm_once"] < t["if"] < 3 * t["mm_once"] + 2 * v100.launch_us
+    # per iteration: MatMul, Tanh, the inner If (a launch, 32 KiB in and out, its 2 MatMuls), Identity (a launch)
+    assert t["loop"] == pytest.approx(10 * (3 * t["mm_once"] + tanh_us + 2 * v100.launch_us), rel=0.02)
+
+
+def test_a_loop_of_unknown_trip_count_is_costed_once_with_a_warning(tmp_path, caplog):
+    path = save(_control_flow_model(None), tmp_path / "cf.onnx")
+    with caplog.at_level("WARNING", logger="pardnn.frontends.onnx"):
+        g = load_onnx(path)
+    mm = 2.0 * 64 ** 3
+    assert g.node_extra[g.id("loop")]["flops"] == mm + 64 * 64 * roofline.ELEMENTWISE_FLOPS["Tanh"] + 2 * mm
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 1 node(s) hold a Loop/Scan with no static trip count (loop); the roofline costs its body as "
+        "one iteration (--profile measures it)"]
