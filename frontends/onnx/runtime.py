@@ -168,10 +168,10 @@ def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProt
 def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Path) -> dict[str, TensorInfo]:
     """Run ``model`` once on example inputs and return the `TensorInfo` of each of ``names``.
 
-    A tensor is sized by its array; a sequence of tensors (onnxruntime returns
-    a list) by its elements' shapes, with the element type onnxruntime
-    declares. Any other kind of value (a map, a sequence of maps) is a
-    `RuntimeFailure` naming it.
+    A tensor (or an optional tensor that holds one) is sized by its array; a
+    sequence of tensors (onnxruntime returns a list) by its elements' shapes,
+    with the element type onnxruntime declares. Any other kind of value (a
+    map, a sequence of maps, an empty optional) is a `RuntimeFailure` naming it.
     """
     m = with_outputs(model, names)
     onnx.external_data_helper.load_external_data_for_model(m, str(base_dir))
@@ -196,9 +196,12 @@ def measured_info(name: str, value, ort_type: str) -> TensorInfo:
     ((1, 8), (1, 8))
     >>> measured_info("e", [], "seq(tensor(int64))").elem_type == TensorProto.INT64
     True
+    >>> measured_info("o", np.zeros(3, np.float32), "optional(tensor(float))").optional
+    True
     """
     if isinstance(value, np.ndarray):
-        return TensorInfo(name, _elem_type(value.dtype), tuple(int(x) for x in value.shape))
+        return TensorInfo(name, _elem_type(value.dtype), tuple(int(x) for x in value.shape),
+                          optional=ort_type.startswith("optional(tensor("))
     m = _SEQ_OF_TENSOR.match(ort_type)
     if isinstance(value, list) and m and all(isinstance(e, np.ndarray) for e in value):
         try:

@@ -42,13 +42,15 @@ class TensorInfo:
     A sequence of tensors (``seq(tensor(T))``, from ``SplitToSequence``,
     ``SequenceConstruct``, ...) has ``elements``, the shape of each tensor in
     it; its ``shape`` is then ``(len(elements),)`` and its size the sum of its
-    elements' sizes.
+    elements' sizes. An ``optional`` one (``optional(tensor(T))``, from
+    ``Optional``) holds a tensor of ``shape``.
     """
 
     name: str
     elem_type: int
     shape: tuple[int, ...]
     elements: tuple[tuple[int, ...], ...] | None = None
+    optional: bool = False
 
     @classmethod
     def sequence(cls, name: str, elem_type: int, elements) -> "TensorInfo":
@@ -80,6 +82,9 @@ class TensorInfo:
         >>> s.nbytes, s.value_info().type.sequence_type.elem_type.tensor_type.shape.dim[1].dim_value
         (128, 8)
         """
+        if self.optional:
+            tensor = helper.make_tensor_type_proto(self.elem_type, list(self.shape))
+            return helper.make_value_info(self.name, helper.make_optional_type_proto(tensor))
         if self.elements is None:
             return helper.make_tensor_value_info(self.name, self.elem_type, list(self.shape))
         return helper.make_tensor_sequence_value_info(self.name, self.elem_type, common_shape(self.elements))

@@ -131,6 +131,17 @@ def test_a_sequence_value_runs_in_one_stage_and_across_a_cut(tmp_path, cut):
     assert [s.device for s in r.stages] == ([0, 1] if cut else [0])
 
 
+def test_an_optional_value_runs(tmp_path):
+    nodes = [helper.make_node("Optional", ["x"], ["o"], name="opt"),
+             helper.make_node("OptionalGetElement", ["o"], ["y"], name="get")]
+    graph = helper.make_graph(nodes, "opt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = save(make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "opt.onnx")
+    g = load_onnx(path)
+    r = run_placement(path, placement_for(g, lambda n: 0, 1), steps=1)
+    assert r.outputs_match
+
+
 @st.composite
 def dags(draw):
     """A random DAG of unary/binary element-wise ONNX ops on [2, 3] floats, and a device per node."""

@@ -280,6 +280,21 @@ def test_a_sequence_keeps_its_type_and_is_sized_by_its_elements(tmp_path):
     assert node_bytes_moved(nodes["at"], pm.tensors) == 2 * 96 + 8           # reads the element it returns
 
 
+def test_an_optional_keeps_its_type(tmp_path):
+    """Optional(x) -> OptionalGetElement -> Relu: the optional is measured, declared optional, and profiled."""
+    nodes = [helper.make_node("Optional", ["x"], ["o"], name="opt"),
+             helper.make_node("OptionalGetElement", ["o"], ["x1"], name="get"),
+             helper.make_node("Relu", ["x1"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "opt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    path = save(make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "opt.onnx")
+    pm = prepare(path)
+    assert pm.tensors["o"].optional and pm.tensors["o"].nbytes == 128
+    assert {vi.name: vi for vi in pm.graph.value_info}["o"].type.HasField("optional_type")
+    g = load_onnx(path, FrontendOptions(profile_steps=1))
+    assert g.output_bytes_of(g.id("opt")) == [128]
+
+
 def test_an_unknown_op_without_shapes_is_named(tmp_path):
     nodes = [helper.make_node("Mystery", ["x"], ["m"], name="mystery", domain="example.custom"),
              helper.make_node("Relu", ["m"], ["y"], name="relu")]
