@@ -350,6 +350,12 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> I
             break
         if not folder.fold(known) + _apply_training_rules(work, known):
             break
+    # a Loop's trip count (and its first condition) computed by shape arithmetic (M = Shape(x)[0] / 4): folded
+    # too, where every tensor was sized without it, so that the roofline multiplies its body by the count
+    counts = [i for n in model.graph.node if n.op_type == "Loop" for i in n.input[:2] if i]
+    for _ in range(16):
+        if all(i in folder.values for i in counts) or not folder.fold(known):
+            break
     missing = _missing(model, known)
     measured: tuple[str, ...] = ()
     if missing and run_fallback is not None:

@@ -447,9 +447,9 @@ def test_views_forward_their_input_buffer(tmp_path):
     assert np.allclose(session.run(None, {"x": np.ones(1000, np.float32)})[0], 2000 * np.sin(1.0))
 
 
-def _control_flow_model(trip: str | None) -> onnx.ModelProto:
+def _control_flow_model(trip: str | None, from_shape: bool = False) -> onnx.ModelProto:
     """x [64, 64]; ``mm_once`` = x @ w; a Loop of ``h = tanh(h @ w)`` (trip count: the constant ``trip`` = 10,
-    the graph input ``n`` when ``trip`` is None) whose body also holds an If (then: 2 MatMuls, else: Neg);
+    with ``from_shape`` computed as ``Shape(x)[0] / 6``, the graph input ``n`` when ``trip`` is None) whose body also holds an If (then: 2 MatMuls, else: Neg);
     an If outside (then: 3 MatMuls, else: Neg); a Scan adding the 64 rows of x. No body value is declared:
     their shapes come from shape inference."""
     f, i64 = TensorProto.FLOAT, TensorProto.INT64
@@ -484,22 +484,32 @@ def _control_flow_model(trip: str | None) -> onnx.ModelProto:
              numpy_helper.from_array(np.array(0, np.float32), "zero"),
              numpy_helper.from_array(np.array(True), "true"),
              numpy_helper.from_array(np.zeros(64, np.float32), "row0")]
-    if trip:
+    if trip and from_shape:
+        nodes[:0] = [helper.make_node("Shape", ["x"], ["x_shape"], name="shape"),
+                     helper.make_node("Gather", ["x_shape", "k0"], ["rows"], name="rows"),
+                     helper.make_node("Div", ["rows", "six"], [trip], name="trip")]
+        inits += [numpy_helper.from_array(np.array(0, np.int64), "k0"),
+                  numpy_helper.from_array(np.array(6, np.int64), "six")]
+    elif trip:
         inits.append(numpy_helper.from_array(np.array(10, np.int64), trip))
     inputs = [vi("x", f, [64, 64])] + ([] if trip else [vi("n", i64, [])])
     graph = helper.make_graph(nodes, "control", inputs, [vi("y", f, [64, 64]), vi("sf", f, [64])],
                               initializer=inits)
+    if from_shape:      # every value sized without folding: the trip count alone needs it
+        graph.value_info.append(vi("hf", f, [64, 64]))
     return make_model(graph)
 
 
-def test_control_flow_bodies_are_costed(tmp_path, caplog):
+@pytest.mark.parametrize("from_shape", [False, True], ids=["constant trip count", "trip count from Shape"])
+def test_control_flow_bodies_are_costed(tmp_path, caplog, from_shape):
     """Loop: 10 x (MatMul + Tanh + the If's costlier branch, 2 MatMuls); If: its 3-MatMul branch; Scan: 64 x Add.
 
-    Each adds its own roofline time (its inputs and outputs moved) to its bodies'."""
+    Each adds its own roofline time (its inputs and outputs moved) to its bodies'. A trip count computed from a
+    shape (``Shape(x)[0] / 6``) is folded like a constant one (it was costed once, with a warning)."""
     from pardnn.frontends.onnx.costs import roofline_time_us
     from pardnn.frontends.onnx.shapes import TensorInfo
 
-    path = save(_control_flow_model("trip"), tmp_path / "cf.onnx")
+    path = save(_control_flow_model("trip", from_shape), tmp_path / "cf.onnx")
     with caplog.at_level("WARNING", logger="pardnn.frontends.onnx"):
         g = load_onnx(path, FrontendOptions(device_profile="v100"))
     assert not caplog.records
