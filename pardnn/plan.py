@@ -161,6 +161,9 @@ class CapacitySearch:
                 first_fit = self.probes == probes_before + 1
             else:
                 lo = int(cand)
+        if hi is None and lo <= 0 and self.at(0).fits:     # a graph that holds no memory at all (empty)
+            self.bracket = (0, 0)
+            return self.known[0]
         c = max(lo, 1)
         while hi is None and c < MAX_SCALE * max(self.lower, 1):
             c *= 2

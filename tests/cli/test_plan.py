@@ -170,3 +170,13 @@ def test_a_chain_gains_from_no_count_and_the_table_says_so(tmp_path):
     # and no placement could be: the chain's critical path is all its work (columns: K yes 800.0 us 1.00x 1.00x ...)
     at_most = {ln.split()[0]: ln.split()[5] for ln in r.stdout.splitlines() if ln[:1].isdigit()}
     assert at_most == {"1": "1.00x", "2": "1.00x", "3": "1.00x"}
+
+
+def test_the_plan_of_an_empty_graph_needs_no_memory_at_any_count(tmp_path):
+    """A review: "smallest memory" was 0 B at K=1 and 1 B from K=2 on (the bisection never probed 0)."""
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"format": "pardnn.graph", "version": 1, "name": "empty", "nodes": [], "edges": []}))
+    r = run("plan", empty, "--devices", "1..3", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    assert [(row["k"], row["min_memory_bytes"]) for row in rows] == [(1, 0), (2, 0), (3, 0)]
