@@ -102,7 +102,8 @@ def _load(p: Path):
             return keras.saving.load_model(str(p), compile=True, safe_mode=True)
     except Exception as exc:
         missing = re.search(r"Could not locate (?:class|function) '([^']+)'", str(exc))
-        if missing and _keras_has(keras, missing.group(1)):     # a class of Keras's own: the config is damaged
+        if missing and _keras_has(keras, missing.group(1)) and not _saved_as_own(p, missing.group(1)):
+            # a class of Keras's own, in an entry Keras did not write (no module, no registered name): damaged
             raise InputError(f"{p}: not a loadable Keras model (its config names Keras's {missing.group(1)!r} "
                              "without the module Keras reads it from: the file is damaged, or not written by "
                              "Keras)") from None
@@ -111,6 +112,32 @@ def _load(p: Path):
                              "code that Keras cannot rebuild without it; load the model in Python with that "
                              "code imported and give it to pardnn.frontends.tensorflow.import_keras") from None
         raise InputError(f"{p}: not a loadable Keras model ({first_line(exc)})") from None
+
+
+def _saved_as_own(p: Path, name: str) -> bool:
+    """Whether the first entry of ``p``'s config for class ``name`` says what Keras writes of a class of the
+    user's own (a ``registered_name``, or a module of its own): a user's ``Attention`` layer shares its name with
+    Keras's. True when the config cannot be read (the user's code is the likelier cause)."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as z:
+            config = json.loads(z.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return True
+    stack = [config]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            if o.get("class_name") == name:
+                module = o.get("module")
+                return bool(o.get("registered_name")) or (isinstance(module, str)
+                                                          and not module.startswith("keras"))
+            stack.extend(reversed(list(o.values())))
+        elif isinstance(o, list):
+            stack.extend(reversed(o))
+    return True
 
 
 def _keras_has(keras, name: str) -> bool:

@@ -218,6 +218,7 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
                      "to pardnn.frontends.tensorflow.import_keras"),
     ("damaged config", "not a loadable Keras model (its config names Keras's 'Sequential' without the module Keras "
                        "reads it from: the file is damaged, or not written by Keras)"),
+    ("own layer of a Keras name", "the Keras model uses 'Attention', a class or function of its own code"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     if case == "custom layer":      # (a new user's trial met Keras's own message, which names the model only)
@@ -236,6 +237,18 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
         args = [files / "uncompiled.keras", "--batch-size", "4"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
+    elif case == "own layer of a Keras name":     # the user's own Attention is not Keras's (a second review)
+        class Attention(keras.layers.Layer):
+            def build(self, shape):
+                self.w = self.add_weight(shape=(shape[-1], 2))
+
+            def call(self, x):
+                return x @ self.w
+
+        m = keras.Sequential([keras.Input((3,), batch_size=4), Attention()])
+        m.compile("adam", "mse")
+        m.save(tmp_path / "att.keras")
+        args = [tmp_path / "att.keras"]
     elif case == "damaged config":      # a built-in class said to be the user's own code (a review)
         import zipfile
         with zipfile.ZipFile(tmp_path / "damaged.keras", "w") as z:
