@@ -157,6 +157,13 @@ def small_values(g: onnx.GraphProto) -> dict[str, np.ndarray]:
     for name, t in tensors:
         if t.data_location != TensorProto.EXTERNAL and np.prod(t.dims, dtype=np.int64) <= _FOLD_LIMIT:
             out[name] = onnx.numpy_helper.to_array(t)
+    # a Constant of a plain number or list (value_int=10: how exporters write a Loop's trip count)
+    plain = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32, "value_floats": np.float32}
+    for n in g.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
+            for a in n.attribute:
+                if a.name in plain:
+                    out[n.output[0]] = np.asarray(helper.get_attribute_value(a), dtype=plain[a.name])
     return out
 
 
@@ -233,7 +240,11 @@ def _apply_training_rules(model: onnx.ModelProto, known: dict[str, TensorInfo]) 
 
 _FOLD_LIMIT = 1 << 16   # elements: larger values are sized, not kept
 _NO_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                      "Bernoulli", "If", "Loop", "Scan", "SequenceMap"})
+                      "Bernoulli", "If", "Loop", "Scan", "SequenceMap",
+                      # a sequence or an optional is no tensor initializer: folding one declared it a tensor, and
+                      # shape inference then refused the model ("type case mismatch")
+                      "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SplitToSequence",
+                      "Optional"})
 
 
 class _Folder:

@@ -295,6 +295,52 @@ def test_an_optional_keeps_its_type(tmp_path):
     assert g.output_bytes_of(g.id("opt")) == [128]
 
 
+@pytest.mark.parametrize("case", ["empty then insert", "of weights", "optional of a weight"])
+def test_a_sequence_or_optional_of_constants_is_not_folded_into_a_tensor(tmp_path, case):
+    """A second review: SequenceEmpty -> SequenceInsert(x), SequenceConstruct(weights) and Optional(weight) have
+    only known inputs, so the shape folder evaluated them and wrote a tensor initializer; shape inference then
+    refused the valid model ("type case mismatch", exit 3). They import and keep their types."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    vi = helper.make_tensor_value_info
+    c1 = numpy_helper.from_array(np.ones((4, 8), np.float32), "c1")
+    c2 = numpy_helper.from_array(np.full((4, 8), 2, np.float32), "c2")
+    opset = 17
+    if case == "empty then insert":
+        nodes = [helper.make_node("SequenceEmpty", [], ["s0"], name="empty", dtype=f),
+                 helper.make_node("SequenceInsert", ["s0", "c1"], ["s"], name="ins"),
+                 helper.make_node("ConcatFromSequence", ["s"], ["e"], name="cat", axis=0)]
+        inits = [c1]
+    elif case == "of weights":
+        nodes = [helper.make_node("SequenceConstruct", ["c1", "c2"], ["s"], name="sc"),
+                 helper.make_node("SequenceAt", ["s", "one"], ["e"], name="at")]
+        inits = [c1, c2, numpy_helper.from_array(np.array(1, np.int64), "one")]
+    else:
+        nodes = [helper.make_node("Optional", ["c1"], ["s"], name="opt"),
+                 helper.make_node("OptionalGetElement", ["s"], ["e"], name="get")]
+        inits, opset = [c1], 18
+    nodes.append(helper.make_node("Add", ["x", "e"], ["y"], name="add"))
+    del i64
+    graph = helper.make_graph(nodes, "consts", [vi("x", f, [4, 8])], [vi("y", f, [4, 8])], initializer=inits)
+    path = save(make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), tmp_path / "c.onnx")
+    pm = prepare(path)
+    kind = "optional_type" if case.startswith("optional") else "sequence_type"
+    assert {v.name: v for v in pm.graph.value_info}["s"].type.HasField(kind)
+    g = load_onnx(path)
+    assert g.output_bytes_of(g.id("add")) == [128]
+
+
+def test_a_trip_count_written_as_a_plain_number_is_read(tmp_path):
+    """A second review: Constant(value_int=10), as exporters write a Loop's M, was not read (the Loop cost one
+    iteration); it counts as Constant(value=10) does."""
+    from pardnn.frontends.onnx.shapes import small_values
+
+    graph = helper.make_graph([helper.make_node("Constant", [], ["m"], value_int=10),
+                               helper.make_node("Constant", [], ["fs"], value_floats=[0.5, 2.0])], "c", [], [])
+    got = small_values(graph)
+    assert got["m"].dtype == np.int64 and got["m"].item() == 10
+    assert got["fs"].dtype == np.float32 and got["fs"].tolist() == [0.5, 2.0]
+
+
 def test_an_unknown_op_without_shapes_is_named(tmp_path):
     nodes = [helper.make_node("Mystery", ["x"], ["m"], name="mystery", domain="example.custom"),
              helper.make_node("Relu", ["m"], ["y"], name="relu")]
@@ -447,7 +493,7 @@ def test_views_forward_their_input_buffer(tmp_path):
     assert np.allclose(session.run(None, {"x": np.ones(1000, np.float32)})[0], 2000 * np.sin(1.0))
 
 
-def _control_flow_model(trip: str | None, from_shape: bool = False) -> onnx.ModelProto:
+def _control_flow_model(trip: str | None, from_shape: bool | str = False) -> onnx.ModelProto:
     """x [64, 64]; ``mm_once`` = x @ w; a Loop of ``h = tanh(h @ w)`` (trip count: the constant ``trip`` = 10,
     with ``from_shape`` computed as ``Shape(x)[0] / 6``, the graph input ``n`` when ``trip`` is None) whose body also holds an If (then: 2 MatMuls, else: Neg);
     an If outside (then: 3 MatMuls, else: Neg); a Scan adding the 64 rows of x. No body value is declared:
@@ -484,7 +530,9 @@ def _control_flow_model(trip: str | None, from_shape: bool = False) -> onnx.Mode
              numpy_helper.from_array(np.array(0, np.float32), "zero"),
              numpy_helper.from_array(np.array(True), "true"),
              numpy_helper.from_array(np.zeros(64, np.float32), "row0")]
-    if trip and from_shape:
+    if trip and from_shape == "value_int":     # Constant(value_int=10), as exporters write it
+        nodes[:0] = [helper.make_node("Constant", [], [trip], name="trip", value_int=10)]
+    elif trip and from_shape:
         nodes[:0] = [helper.make_node("Shape", ["x"], ["x_shape"], name="shape"),
                      helper.make_node("Gather", ["x_shape", "k0"], ["rows"], name="rows"),
                      helper.make_node("Div", ["rows", "six"], [trip], name="trip")]
@@ -495,12 +543,13 @@ def _control_flow_model(trip: str | None, from_shape: bool = False) -> onnx.Mode
     inputs = [vi("x", f, [64, 64])] + ([] if trip else [vi("n", i64, [])])
     graph = helper.make_graph(nodes, "control", inputs, [vi("y", f, [64, 64]), vi("sf", f, [64])],
                               initializer=inits)
-    if from_shape:      # every value sized without folding: the trip count alone needs it
+    if from_shape is True:      # every value sized without folding: the trip count alone needs it
         graph.value_info.append(vi("hf", f, [64, 64]))
     return make_model(graph)
 
 
-@pytest.mark.parametrize("from_shape", [False, True], ids=["constant trip count", "trip count from Shape"])
+@pytest.mark.parametrize("from_shape", [False, True, "value_int"],
+                         ids=["constant trip count", "trip count from Shape", "trip count as value_int"])
 def test_control_flow_bodies_are_costed(tmp_path, caplog, from_shape):
     """Loop: 10 x (MatMul + Tanh + the If's costlier branch, 2 MatMuls); If: its 3-MatMul branch; Scan: 64 x Add.
 
