@@ -147,10 +147,16 @@ def check_costs(made: Any, graph_meta: dict, where: str, doing: str = "run") -> 
     measured step); ``made`` is the placement's recorded ``costs`` (None: nothing to check)."""
     now = costs_of(graph_meta)
     if isinstance(made, str) and now is not None and made != now:
-        logging.getLogger("pardnn").warning(
-            "%s: the placement was made with %s op times, but this %s predicts with %s ones; give it the %s flag "
-            "partition had, for a prediction of the same costs", where, made, doing, now,
-            "--profile" if "profiled" in (made, now) else "--device-profile")
+        if made == "profiled":
+            advice = "give it --profile, as the placement's graph had"
+        elif now == "profiled":
+            advice = "leave --profile out, as the placement's graph did"
+        else:
+            preset = made[len("roofline ("):-1] if made.startswith("roofline (") else made
+            advice = f"give it --device-profile {preset}, as the placement's graph had"
+        logging.getLogger("pardnn").warning("%s: the placement was made with %s op times, but this %s predicts "
+                                            "with %s ones; %s, for a prediction of the same costs", where, made,
+                                            doing, now, advice)
 
 
 def note_batch_size(made: Any, graph_meta: dict, where: str, doing: str) -> None:

@@ -261,7 +261,8 @@ def test_a_run_that_predicts_with_other_op_times_than_its_placement_says_so(mode
     r = run("run", models["mlp"], out, *flags, "--steps", 1)
     assert r.exit_code == 0, r.output
     assert f"pardnn: {out}: the placement was made with profiled op times, but this run predicts with roofline " \
-        "(h100) ones; give it the --profile flag partition had" in r.stderr, r.stderr
+        "(h100) ones; give it --profile, as the placement's graph had, for a prediction of the same costs" \
+        in r.stderr, r.stderr
     r = run("run", models["mlp"], out, *flags, "--steps", 1, "--profile", 1)
     assert r.exit_code == 0 and "op times" not in r.stderr, r.stderr
     # simulate and report say the same; and of another batch, that it is another step's (run refuses it)
@@ -275,7 +276,12 @@ def test_a_run_that_predicts_with_other_op_times_than_its_placement_says_so(mode
     assert json.loads(out.read_text())["costs"] == "roofline (h100)"
     r = run("run", models["mlp"], out, *flags, "--steps", 1, "--device-profile", "a100")
     assert "made with roofline (h100) op times, but this run predicts with roofline (a100) ones; give it " \
-        "the --device-profile flag" in r.stderr, r.stderr
+        "--device-profile h100, as the placement's graph had" in r.stderr, r.stderr
+    # and the other way round: a roofline placement run with --profile (a second review: it said "give it the
+    # --profile flag partition had", which partition had not)
+    r = run("run", models["mlp"], out, *flags, "--steps", 1, "--profile", 1)
+    assert "made with roofline (h100) op times, but this run predicts with profiled ones; leave --profile out, " \
+        "as the placement's graph did" in r.stderr, r.stderr
 
 
 def test_cli_run_checks_the_placement_against_the_model(models, tmp_path):
