@@ -202,6 +202,13 @@ def measured_info(name: str, value, ort_type: str) -> TensorInfo:
     if isinstance(value, np.ndarray):
         return TensorInfo(name, _elem_type(value.dtype), tuple(int(x) for x in value.shape),
                           optional=ort_type.startswith("optional(tensor("))
+    empty = re.match(r"^optional\(tensor\((\w+)\)\)$", ort_type)
+    if value is None and empty:      # an empty optional holds no tensor: no bytes
+        try:
+            dtype = np.dtype(_ORT_NUMPY_NAMES.get(empty.group(1), empty.group(1)))
+        except TypeError:
+            dtype = np.dtype(np.float32)
+        return TensorInfo(name, _elem_type(dtype), (0,), optional=True)
     m = _SEQ_OF_TENSOR.match(ort_type)
     if isinstance(value, list) and m and all(isinstance(e, np.ndarray) for e in value):
         try:
@@ -210,8 +217,9 @@ def measured_info(name: str, value, ort_type: str) -> TensorInfo:
             dtype = value[0].dtype if value else None
         if dtype is not None:
             return TensorInfo.sequence(name, _elem_type(dtype), [e.shape for e in value])
-    raise RuntimeFailure(f"value {name!r} is a {ort_type or type(value).__name__}: pardnn sizes tensors and "
-                         "sequences of tensors only")
+    kind = ort_type or type(value).__name__
+    raise RuntimeFailure(f"value {name!r} is {'an' if kind[:1] in 'aeiou' else 'a'} {kind}: pardnn sizes tensors, "
+                         "sequences of tensors and optional tensors only")
 
 
 def _elem_type(dtype: np.dtype) -> int:

@@ -341,6 +341,23 @@ def test_a_trip_count_written_as_a_plain_number_is_read(tmp_path):
     assert got["fs"].dtype == np.float32 and got["fs"].tolist() == [0.5, 2.0]
 
 
+def test_an_empty_optional_holds_no_bytes(tmp_path):
+    """A second review: Optional() of a type alone (an empty optional) was refused, "value 'o' is a
+    optional(tensor(float)): pardnn sizes tensors and sequences of tensors only". It holds no tensor: 0 bytes."""
+    f = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Optional", [], ["o"], name="opt", type=helper.make_tensor_type_proto(f, [8, 8])),
+             helper.make_node("OptionalHasElement", ["o"], ["has"], name="has"),
+             helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "empty_opt", [vi("x", f, [8, 8])],
+                              [vi("y", f, [8, 8]), vi("has", TensorProto.BOOL, [])])
+    path = save(make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "eo.onnx")
+    pm = prepare(path)
+    assert pm.tensors["o"].optional and pm.tensors["o"].nbytes == 0
+    g = load_onnx(path, FrontendOptions(profile_steps=1))
+    assert g.output_bytes_of(g.id("opt")) == [0]
+
+
 def test_an_unknown_op_without_shapes_is_named(tmp_path):
     nodes = [helper.make_node("Mystery", ["x"], ["m"], name="mystery", domain="example.custom"),
              helper.make_node("Relu", ["m"], ["y"], name="relu")]
