@@ -134,7 +134,7 @@ _FLAGS = {"name": "--name", "signature": "--signature", "profile_steps": "--prof
 
 def _check_unused(path, fmt: str, frontend: Frontend, opts: FrontendOptions, g: OpGraph) -> None:
     """A graph file's shapes and costs are fixed: a flag that would size or cost a model it cannot take is named
-    (it was ignored without a word). A ``--batch-size`` other than the one the graph was imported with is an
+    (it was ignored without a word). A ``--batch-size`` or ``--dim`` other than the graph was imported with is an
     `InputError`; the same one says nothing."""
     default = FrontendOptions()
     unused = [f for f in _FLAGS if f not in frontend.keywords and getattr(opts, f) != getattr(default, f)]
@@ -145,12 +145,23 @@ def _check_unused(path, fmt: str, frontend: Frontend, opts: FrontendOptions, g: 
                              f"fixed: --batch-size {opts.batch_size} cannot resize it (import the model again "
                              f"with --batch-size {opts.batch_size})")
         unused.remove("batch_size")
+    dims = g.meta.get("dims")
+    if "dims" in unused and isinstance(dims, dict) and all(k in dims for k in opts.dims):
+        for k, v in opts.dims.items():
+            if dims[k] != v:
+                raise InputError(f"{path}: the graph was imported with --dim {k}={dims[k]}, and its shapes are "
+                                 f"fixed: --dim {k}={v} cannot resize it (import the model again with it)")
+        unused.remove("dims")
+    what = "a pardnn.graph" if fmt == "pardnn" else f"a {fmt} graph"
+    log = logging.getLogger("pardnn")
+    if "name" in unused:
+        unused.remove("name")
+        log.warning("%s: --name is ignored: %s keeps the name it was made with (%r)", path, what, g.name)
     if unused:
-        what = "a pardnn.graph" if fmt == "pardnn" else f"a {fmt} graph"
         flags = ", ".join(_FLAGS[f] for f in unused)
-        logging.getLogger("pardnn").warning("%s: %s ignored: %s is read as it is (its shapes and op times were "
-                                            "fixed when it was made)", path, flags + (" is" if len(unused) == 1
-                                                                                  else " are"), what)
+        log.warning("%s: %s ignored: %s is read as it is (its shapes and op times were fixed when it was made)",
+                    path, flags + (" is" if len(unused) == 1 else " are"), what)
+
 
 
 def input_format(path: str | Path, fmt: str | None = None) -> str:

@@ -96,7 +96,11 @@ def info(ctx: click.Context, graph: str, as_json: bool, top: int, fmt, signature
         for item in summary["largest_groups"]:
             click.echo(f"  {item['ops']:>6} ops  {format_bytes(item['persistent_bytes']):>11}  {item['name']}")
     # the same input flags, so that the line runs as printed (a .keras or ONNX model needs its --batch-size)
-    same_input = " ".join(shlex.quote(w) for w in [graph, *frontend_flags(fmt, signature, profile_steps, batch_size,
-                                                                          dims, device_profile, keep_unexecuted)])
+    # (a graph file takes none of the flags that size or cost a model: they would only be warned of again)
+    from ..frontends.registry import FRONTENDS, input_format
+    sized = FRONTENDS[input_format(graph, fmt)].keywords is None
+    flags = frontend_flags(fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted) \
+        if sized else frontend_flags(fmt)
+    same_input = " ".join(shlex.quote(w) for w in [graph, *flags])
     click.echo(f"next: pardnn plan {same_input} --memory SIZE: how many devices it needs, and the speedup of each "
                f"count")

@@ -280,6 +280,18 @@ def test_flags_that_size_or_cost_a_model_are_named_on_a_graph_file(tmp_path, gra
     r = run("partition", imported, "-k", 2, "--batch-size", 4, "-o", tmp_path / "q.json")
     assert r.exit_code == 0 and "ignored" not in r.stderr
     assert json.loads((tmp_path / "q.json").read_text())["batch_size"] == 4
+    # the same for an ONNX graph's --dim (a second review: the same one was called ignored, another one taken)
+    imported.write_text(json.dumps({**d, "dims": {"seq": 32}}))
+    r = run("info", imported, "--dim", "seq=32")
+    assert r.exit_code == 0 and "ignored" not in r.stderr and f"next: pardnn plan {imported} --memory" in r.output
+    r = run("partition", imported, "-k", 2, "--dim", "seq=64", "-o", tmp_path / "q.json")
+    assert r.exit_code == EXIT_INPUT and "imported with --dim seq=32, and its shapes are fixed: --dim seq=64 " \
+        "cannot resize it" in r.stderr, r.stderr
+    r = run("info", imported, "--dim", "len=3")      # a dimension the graph never had: ignored, as said
+    assert r.exit_code == 0 and "--dim is ignored" in r.stderr
+    r = run("import", imported, "--name", "renamed", "-o", tmp_path / "renamed.json")
+    assert r.stderr == f"pardnn: {imported}: --name is ignored: a pardnn.graph keeps the name it was made with " \
+        f"('{d['name']}')\n", r.stderr
 
 
 def test_refine_evals_bounds_the_refinement(tmp_path):
