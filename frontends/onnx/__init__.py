@@ -91,11 +91,11 @@ def _weights_loaded(pm: PreparedModel):
 
 def _warn_uncounted_loops(pm: PreparedModel) -> None:
     """Warn once when the roofline costs a ``Loop``/``Scan`` body once because its trip count is not static."""
-    where = [n.name for n in pm.graph.node if n.name in pm.bodies
-             and uncounted_loops(pm.costed(n), pm.tensors, pm.constants)]
+    where = [name for n in pm.graph.node if n.name in pm.bodies
+             for name in uncounted_loops(pm.costed(n), pm.tensors, pm.constants)]
     if where:
-        log.warning("%s: %d node(s) hold a Loop/Scan with no static trip count (%s); the roofline costs its "
-                    "body as one iteration (--profile measures it)", pm.path, len(where),
+        log.warning("%s: %d Loop/Scan node(s) with no static trip count (%s); the roofline costs each body as "
+                    "one iteration (--profile measures it)", pm.path, len(where),
                     where[0] if len(where) == 1 else f"{where[0]}, ...")
 
 

@@ -313,13 +313,15 @@ def body_cost(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo], profile: 
 
 
 def uncounted_loops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
-                    values: Mapping[str, np.ndarray]) -> int:
-    """How many ``Loop``/``Scan`` nodes, ``node`` and those nested in its subgraphs, have no static trip count."""
-    count = int(node.op_type in ("Loop", "Scan") and trip_count(node, tensors, values) is None)
+                    values: Mapping[str, np.ndarray]) -> list[str]:
+    """The ``Loop``/``Scan`` nodes, ``node`` and those nested in its subgraphs, with no static trip count: each
+    named by its path from ``node`` (``outer/inner``; a nameless node by its op)."""
+    here = node.name or node.op_type
+    out = [here] if node.op_type in ("Loop", "Scan") and trip_count(node, tensors, values) is None else []
     for _, g in subgraphs(node):
         scope, consts = ChainMap(graph_tensors(g), tensors), ChainMap(small_values(g), values)
-        count += sum(uncounted_loops(n, scope, consts) for n in g.node if subgraphs(n))
-    return count
+        out += [f"{here}/{name}" for n in g.node if subgraphs(n) for name in uncounted_loops(n, scope, consts)]
+    return out
 
 
 # ---------------------------------------------------------------------------

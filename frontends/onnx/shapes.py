@@ -18,7 +18,7 @@ import functools
 import logging
 import math
 from collections import ChainMap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
@@ -190,6 +190,20 @@ def _bind_loop_inputs(g: onnx.GraphProto, scope: Mapping[str, TensorInfo]) -> in
                 if _static(vi) is None and t is not None and not t.is_sequence:
                     vi.type.CopyFrom(t.value_info().type)
                     bound += 1
+            # its final loop-carried values, unsized where inference left them so (inside an outer body, what
+            # follows the inner Loop cost nothing): their body outputs' types, else their initial values'
+            declared = {v.name: v for v in g.value_info}
+            for out, body_out, init in zip(n.output, subs[0].output[1:], n.input[2:]):
+                if not out or scope.get(out) is not None:
+                    continue
+                t = _static(body_out) or scope.get(init)
+                if t is None or t.is_sequence:
+                    continue
+                if out in declared:
+                    declared[out].type.CopyFrom(t.value_info().type)
+                else:
+                    g.value_info.append(replace(t, name=out).value_info())
+                bound += 1
         for sub in subs:
             bound += _bind_loop_inputs(sub, ChainMap(graph_tensors(sub), scope))
     return bound
