@@ -209,6 +209,18 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
     assert len(labels) == 1 and (labels[0].sum(axis=1) == 1).all()        # categorical: one-hot labels
 
 
+def _save_with_own_layer(tmp_path, class_name: str):
+    """A compiled model with an unregistered layer class of the user's own, named ``class_name``, saved."""
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], 2))
+
+    own = type(class_name, (keras.layers.Layer,), {"build": build, "call": lambda self, x: x @ self.w})
+    m = keras.Sequential([keras.Input((3,), batch_size=4), own()])
+    m.compile("adam", "mse")
+    m.save(tmp_path / "own.keras")
+    return tmp_path / "own.keras"
+
+
 @pytest.mark.parametrize("case, expect", [
     ("uncompiled", "saved without an optimizer and a loss"),
     ("no batch", "has no fixed batch size; give --batch-size"),
@@ -221,34 +233,14 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
     ("own layer of a Keras name", "the Keras model uses 'Attention', a class or function of its own code"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
-    if case == "custom layer":      # (a new user's trial met Keras's own message, which names the model only)
-        class PardnnTestOwnDense(keras.layers.Layer):
-            def build(self, shape):
-                self.w = self.add_weight(shape=(shape[-1], 2))
-
-            def call(self, x):
-                return x @ self.w
-
-        m = keras.Sequential([keras.Input((3,), batch_size=4), PardnnTestOwnDense()])
-        m.compile("adam", "mse")
-        m.save(tmp_path / "own.keras")
-        args = [tmp_path / "own.keras"]
+    if case in ("custom layer", "own layer of a Keras name"):
+        # a layer of the user's own code: a new user's trial met Keras's own message, which names the model only;
+        # one named as a Keras class (Attention) is still the user's (a second review)
+        args = [_save_with_own_layer(tmp_path, "PardnnTestOwnDense" if case == "custom layer" else "Attention")]
     elif case == "uncompiled":
         args = [files / "uncompiled.keras", "--batch-size", "4"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
-    elif case == "own layer of a Keras name":     # the user's own Attention is not Keras's (a second review)
-        class Attention(keras.layers.Layer):
-            def build(self, shape):
-                self.w = self.add_weight(shape=(shape[-1], 2))
-
-            def call(self, x):
-                return x @ self.w
-
-        m = keras.Sequential([keras.Input((3,), batch_size=4), Attention()])
-        m.compile("adam", "mse")
-        m.save(tmp_path / "att.keras")
-        args = [tmp_path / "att.keras"]
     elif case == "damaged config":      # a built-in class said to be the user's own code (a review)
         import zipfile
         with zipfile.ZipFile(tmp_path / "damaged.keras", "w") as z:
