@@ -186,7 +186,16 @@ def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Pa
 
 
 _SEQ_OF_TENSOR = re.compile(r"^seq\(tensor\((\w+)\)\)$")
+_OPTIONAL_TENSOR = re.compile(r"^optional\(tensor\((\w+)\)\)$")
 _ORT_NUMPY_NAMES = {"float": "float32", "double": "float64", "string": "object"}
+
+
+def _ort_dtype(element: str) -> np.dtype | None:
+    """The numpy dtype of an onnxruntime element type name (``float``, ``int64``, ...); None if numpy has none."""
+    try:
+        return np.dtype(_ORT_NUMPY_NAMES.get(element, element))
+    except TypeError:
+        return None
 
 
 def measured_info(name: str, value, ort_type: str) -> TensorInfo:
@@ -202,19 +211,16 @@ def measured_info(name: str, value, ort_type: str) -> TensorInfo:
     if isinstance(value, np.ndarray):
         return TensorInfo(name, _elem_type(value.dtype), tuple(int(x) for x in value.shape),
                           optional=ort_type.startswith("optional(tensor("))
-    empty = re.match(r"^optional\(tensor\((\w+)\)\)$", ort_type)
+    empty = _OPTIONAL_TENSOR.match(ort_type)
     if value is None and empty:      # an empty optional holds no tensor: no bytes
-        try:
-            dtype = np.dtype(_ORT_NUMPY_NAMES.get(empty.group(1), empty.group(1)))
-        except TypeError:
-            dtype = np.dtype(np.float32)
+        dtype = _ort_dtype(empty.group(1))
+        dtype = np.dtype(np.float32) if dtype is None else dtype
         return TensorInfo(name, _elem_type(dtype), (0,), optional=True)
     m = _SEQ_OF_TENSOR.match(ort_type)
     if isinstance(value, list) and m and all(isinstance(e, np.ndarray) for e in value):
-        try:
-            dtype = np.dtype(_ORT_NUMPY_NAMES.get(m.group(1), m.group(1)))
-        except TypeError:
-            dtype = value[0].dtype if value else None
+        dtype = _ort_dtype(m.group(1))
+        if dtype is None and value:
+            dtype = value[0].dtype
         if dtype is not None:
             return TensorInfo.sequence(name, _elem_type(dtype), [e.shape for e in value])
     kind = ort_type or type(value).__name__

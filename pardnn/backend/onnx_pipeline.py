@@ -395,9 +395,9 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
     pm = prepare(model, dims=opts.dims, batch_size=opts.batch_size)
     g = graph_from_prepared(pm, opts)
     pl = placement if isinstance(placement, Placement) else load_placement(placement, g)
-    check_batch_size(pl.meta.get("batch_size"), opts.batch_size,
-                     str(placement if not isinstance(placement, Placement) else model))
-    check_costs(pl.meta.get("costs"), g.meta, str(placement if not isinstance(placement, Placement) else model))
+    where = str(placement if not isinstance(placement, Placement) else model)
+    check_batch_size(pl.meta.get("batch_size"), opts.batch_size, where)
+    check_costs(pl.meta.get("costs"), g.meta, where)
     if pl.assignment.size != g.num_nodes:
         raise PlacementError(f"the placement has {pl.assignment.size} entries but graph {g.name!r} has "
                              f"{g.num_nodes} nodes: it was made for another graph")

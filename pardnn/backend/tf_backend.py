@@ -110,10 +110,9 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
             tf_run.setup_logical_cpus(n)     # before TensorFlow initialises, where it has not yet
     imp = import_tensorflow(model, opts)
     pl = placement if isinstance(placement, Placement) else load_placement(placement, imp.graph)
-    check_batch_size(pl.meta.get("batch_size"), opts.batch_size, str(placement if not isinstance(
-        placement, Placement) else model))
-    check_costs(pl.meta.get("costs"), imp.graph.meta, str(placement if not isinstance(placement, Placement)
-                                                          else model))
+    where = str(placement if not isinstance(placement, Placement) else model)
+    check_batch_size(pl.meta.get("batch_size"), opts.batch_size, where)
+    check_costs(pl.meta.get("costs"), imp.graph.meta, where)
     cl = cluster(pl) if callable(cluster) else cluster
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)

@@ -10,8 +10,8 @@ import numpy as np
 from ..analysis import critical_path
 from ..errors import check_interrupt
 from ..machine import single_device_peak
-from ..units import format_bytes, format_time
 from ..placement import costs_of
+from ..units import format_bytes, format_time
 from .options import echo_json, frontend_flags, frontend_options, make_frontend_options, read_input
 
 

@@ -44,7 +44,7 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
     fastest = int(np.argmax(cluster.speed))
     if summ.fits_one_device:
         d = summ.single_device
-        speed_text = "-" if summ.speedup is None else f"{summ.speedup:.2f}x"
+        speed_text = f"{summ.speedup:.2f}x"
         one_text = f"{format_time(summ.serial_us)} on device {d} ({cluster.devices[d].name})"
     else:
         speed_text = (f"does not fit one device (the step needs {format_bytes(summ.single_device_peak_bytes)} on one "
