@@ -42,7 +42,7 @@ def test_the_bench_scores_exactly_what_partition_returns():
 def test_options_reach_the_pipeline_and_baselines_take_none():
     g, c = diamond(), Cluster.homogeneous(2)
     plan, _ = partition(g, c, options=PardnnOptions(pipeline="slice,map"))
-    assert list(plan.meta["pass_seconds"]) == ["slice", "map"]
+    assert plan.meta["passes"] == ["slice", "map"] and "pass_seconds" not in plan.meta   # the same bytes each run
     timings: list = []
     partition(g, c, options=PardnnOptions(refine_evals=0), timings=timings)
     assert [t.name for t in timings] == ["slice", "map", "seed", "memory", "best"]
@@ -94,3 +94,16 @@ def test_the_capacity_search_names_one_memory_per_device_where_they_differ():
         partition(g, c)
     scale = smallest_feasible_scale(g, c)
     assert f"(--memory {int(np.ceil(3500 * scale))},{int(np.ceil(3000 * scale))}, " in str(err.value)
+
+
+def test_a_placement_made_twice_through_the_api_saves_the_same_bytes(tmp_path):
+    from pardnn.placement import save_placement
+
+    g, c = diamond(), Cluster.homogeneous(2)
+    paths = []
+    for i in range(2):
+        timings: list = []
+        plan, _ = partition(g, c, timings=timings)
+        assert [t.name for t in timings] == plan.meta["passes"]      # the times are the caller's, not the file's
+        paths.append(save_placement(plan, g, tmp_path / f"p{i}.json") or tmp_path / f"p{i}.json")
+    assert paths[0].read_bytes() == paths[1].read_bytes()

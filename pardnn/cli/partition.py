@@ -182,8 +182,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     costs = costs_of(g.meta)
     if costs is not None:        # pardnn run warns where it predicts with other op times
         meta["costs"] = costs
-    if not time_passes:          # the same input and options write the same bytes; the times only when asked
-        meta.pop("pass_seconds", None)
+    if time_passes and timings:   # the times only when asked: otherwise the same input writes the same bytes
+        meta["pass_seconds"] = {t.name: round(t.seconds, 6) for t in timings}
     plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, meta)
     with output_transaction():   # the placement, its .place form and the report appear together or not at all
         save_placement(plan, g, output)

@@ -54,7 +54,7 @@ def test_the_documented_pass_runs_from_a_spec_and_from_options(evict_registered)
     assert not (state.assignment == int(np.argmin(load))).any()           # evict emptied it
     assert state.stats["evict"]["moved"] >= 1
     plan, sched = partition(g, c, options=PardnnOptions(pipeline="slice,map,evict,refine"))
-    assert sched.feasible and plan.meta["pass_seconds"].keys() == {"slice", "map", "evict", "refine"}
+    assert sched.feasible and plan.meta["passes"] == ["slice", "map", "evict", "refine"]
     assert str(parse_pipeline("slice,evict{keep_pins=false}")) == "slice,evict{keep_pins=false}"
 
 
