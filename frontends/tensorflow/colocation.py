@@ -7,7 +7,11 @@ does this for every data edge whose consumer input is of resource or ref
 type, so the rule follows handles through ``Identity``, ``Enter``,
 ``Switch`` and the like; only function-call ops (``PartitionedCall``,
 ``StatefulPartitionedCall``) and dataset ops are exempt. We apply the same
-rule, plus the explicit ``_class: ["loc:@other"]`` attributes, with a
+rule, except that a call compiled with XLA (``_XlaMustCompile``, which
+grappler does not inline: Keras runs a grouped convolution that way) is not
+exempt: its compiled kernel reads the variable where it runs, and fails
+("Trying to access resource ... from device ...") on another device.
+The explicit ``_class: ["loc:@other"]`` attributes join ops too, with a
 union-find. Each resulting set of two or more ops is one colocation group,
 named after its first variable op (``VarHandleOp``, ``VariableV2``, ...) in
 graph order, or its first op when it has none. A ``ResourceApplyAdam``
@@ -96,6 +100,14 @@ def is_host_only(op: "tf.Operation") -> bool:
     return any(o.dtype.base_dtype == tf.string for o in op.outputs)
 
 
+def _is_exempt(op: "tf.Operation", node_def) -> bool:
+    """Whether ``op`` may read a resource on another device (a call run by the function runtime, a dataset)."""
+    if op.type.endswith("Dataset"):
+        return True
+    xla = "_XlaMustCompile" in node_def.attr and node_def.attr["_XlaMustCompile"].b
+    return op.type in _EXEMPT_CONSUMERS and not xla
+
+
 def _input_types(op) -> Sequence:
     try:
         return op._input_types
@@ -145,7 +157,7 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
     uf = _UnionFind(len(names))
     ops = [graph.get_operation_by_name(n) for n in names]
     for i, op in enumerate(ops):
-        if op.type in _EXEMPT_CONSUMERS or op.type.endswith("Dataset"):
+        if _is_exempt(op, node_defs[names[i]]):
             continue
         for t, want in zip(op.inputs, _input_types(op)):
             if want == tf.resource or want._is_ref_dtype or t.dtype == tf.resource:

@@ -292,6 +292,25 @@ def test_a_constant_joins_its_only_reader(tmp_path):
     assert assign["w"] == assign["mm"] and assign["w2"] == assign["mm2"]
 
 
+def test_a_call_compiled_with_xla_joins_the_variable_it_reads():
+    """Keras runs a grouped convolution as an XLA-compiled call, which grappler leaves as one node.
+
+    TensorFlow's placer exempts call ops from the resource rule, but the compiled kernel reads the
+    kernel variable on its own device: placed away from it, the step failed with "Trying to access
+    resource ... located in device CPU:0 from device CPU:1" (ConvNeXtTiny on 2 devices). So the call
+    joins the variable's group; the gradient's call, which reads no variable, stays free.
+    """
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6, 6, 4)), keras.layers.Conv2D(4, 3, groups=4, name="gconv"),
+                              keras.layers.Flatten(), keras.layers.Dense(2, name="out")], name="grouped")
+    batch = (np.zeros((2, 6, 6, 4), "float32"), np.zeros((2,), "int32"))
+    g = import_keras(model, "sparse_categorical_crossentropy", "sgd", batch).graph
+    calls = [v for v in range(g.num_nodes) if g.ops[v] in CALL_OPS]
+    kernel = g.colocation[g.id("grouped/gconv/kernel")]
+    assert kernel >= 0 and len(calls) == 2
+    assert [g.names[v] for v in calls if g.colocation[v] == kernel] == ["grouped_1/gconv_1/StatefulPartitionedCall"]
+
+
 def test_a_constant_read_by_one_group_joins_it(tmp_path):
     """c (Const) is read by two ops of one `_class` group: it joins that group."""
     path = tmp_path / "g.pbtxt"
