@@ -19,6 +19,12 @@ graph order, or its first op when it has none. A ``ResourceApplyAdam``
 one group; Keras 3 optimizers update each slot with its own ops, so there a
 variable and its slots are separate groups, as TensorFlow allows.
 
+**A ``Switch`` runs where its data comes from.** TensorFlow's placer
+moves a ``Switch`` to the device of its data input, whatever device it was
+given, soft placement off or not (a lowered ``tf.cond``, such as the one
+Keras's ``LossScaleOptimizer`` applies its update in, has one per input).
+So a ``Switch`` joins the producer of its data input.
+
 **Constants stay with their readers.** TensorFlow evaluates a ``Const``
 every step, so a constant placed away from its reader crosses between
 devices every step (a tower's weights, 4 MiB each, sent over gRPC each
@@ -81,6 +87,8 @@ HOST_ONLY_OPS = frozenset({
 _STRING_OK = frozenset({"Const", "HostConst", "Identity", "IdentityN", "Placeholder", "PlaceholderWithDefault",
                         "NoOp"})
 _EXEMPT_CONSUMERS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+SWITCH_OPS = frozenset({"Switch", "RefSwitch"})
+"""Ops TensorFlow places on the device of their data input (module docstring)."""
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "TemporaryVariable", "_VarHandlesOp"})
 CONSTANT_OPS = frozenset({"Const", "HostConst"})
 """Sources TensorFlow evaluates every step at no cost: they join their readers (module docstring)."""
@@ -164,6 +172,11 @@ def colocation(graph: "tf.Graph", names: Sequence[str], node_defs: dict,
                 j = index.get(t.op.name)
                 if j is not None:
                     uf.union(j, i)
+    for i, op in enumerate(ops):
+        if op.type in SWITCH_OPS and op.inputs:
+            j = index.get(op.inputs[0].op.name)
+            if j is not None:
+                uf.union(j, i)
     for src, dst in extra_edges:
         out = ops[index[src]].outputs
         if out and (out[0].dtype == tf.resource or out[0].dtype._is_ref_dtype):

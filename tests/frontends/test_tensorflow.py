@@ -311,6 +311,30 @@ def test_a_call_compiled_with_xla_joins_the_variable_it_reads():
     assert [g.names[v] for v in calls if g.colocation[v] == kernel] == ["grouped_1/gconv_1/StatefulPartitionedCall"]
 
 
+def test_a_switch_joins_the_producer_of_its_data(tmp_path):
+    """
+    x --> c (Sin) --> sw (Switch) --> i (Identity) --> m (Merge)
+    x --> p (All) -----^
+
+    TensorFlow runs a Switch on its data input's device, whatever device it was given (soft placement
+    off): a Keras LossScaleOptimizer's lowered cond on 2 logical CPUs had a Switch placed on CPU:1 run on
+    CPU:0, and the run was not ok. So sw joins c's group; its predicate and its consumers do not.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (4,), name="x")
+        c = tf.math.sin(x, name="c")
+        p = tf.reduce_all(tf.math.is_finite(x), name="p")
+        f, t = tf.raw_ops.Switch(data=c, pred=p, name="sw")
+        tf.raw_ops.Merge(inputs=[tf.identity(f, name="f"), tf.identity(t, name="i")], name="m")
+    pb = tmp_path / "switch.pb"
+    pb.write_bytes(graph.as_graph_def().SerializeToString())
+    g = load_tensorflow(pb, FrontendOptions(signature="m"))
+    assert g.colocation[g.id("sw")] == g.colocation[g.id("c")] >= 0
+    assert g.colocation[g.id("p")] != g.colocation[g.id("sw")]     # p's group is its axis constant's
+    assert g.colocation[g.id("i")] == g.colocation[g.id("m")] == -1
+
+
 def test_a_constant_read_by_one_group_joins_it(tmp_path):
     """c (Const) is read by two ops of one `_class` group: it joins that group."""
     path = tmp_path / "g.pbtxt"
