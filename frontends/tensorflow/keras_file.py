@@ -10,7 +10,7 @@ optimizer, which is all `keras_train_step` needs besides one batch:
   left out: they do not change the weights.
 * **the batch** is made here, deterministically (one seeded generator): a
   floating-point input is drawn from a normal distribution, an integer
-  input (token ids) from {0, 1}; a label has the output's shape and dtype,
+  input (token ids) from {0, 1}, a string input from {"0", "1"}; a label has the output's shape and dtype,
   drawn in [0, 1), except for sparse categorical losses, whose labels are
   class indices (the output's shape less its last axis, int32) in
   [0, classes), and ``categorical_crossentropy``, whose labels are one-hot.
@@ -216,6 +216,9 @@ def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
     xs = []
     for t in inputs:
         shape = _dims(t.shape, f"input {getattr(t, 'name', '?')!r}", batch_size, where)
+        if str(t.dtype) == "string":      # no NumPy dtype; tokens as text, as the integers below
+            xs.append(rng.integers(0, 2, size=shape).astype(str).astype(object))
+            continue
         dtype = np.dtype(str(t.dtype))
         if np.issubdtype(dtype, np.floating):
             xs.append(rng.normal(size=shape).astype(dtype))

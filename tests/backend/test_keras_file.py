@@ -209,6 +209,24 @@ def test_a_model_with_two_inputs_and_two_weighted_losses(files, tmp_path):
     assert len(labels) == 1 and (labels[0].sum(axis=1) == 1).all()        # categorical: one-hot labels
 
 
+def test_a_model_with_a_string_input(tmp_path):
+    """Found by a new user's trial: a model that reads strings (a Hashing layer) ended in an internal error,
+    `data type 'string' not understood`, where the batch is drawn. Its strings are now "0" and "1"."""
+    keras.utils.set_random_seed(0)
+    words = keras.Input((2,), dtype="string", name="words")
+    h = keras.layers.Flatten()(keras.layers.Embedding(16, 4)(keras.layers.Hashing(num_bins=16)(words)))
+    m = keras.Model(words, keras.layers.Dense(1)(h))
+    m.compile(optimizer="adam", loss="mse")
+    m.save(tmp_path / "words.keras")
+    out = tmp_path / "words.json.gz"
+    res = CliRunner().invoke(cli, ["-q", "import", str(tmp_path / "words.keras"), "--batch-size", "4", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "StringToHashBucketFast" in load_graph(out).ops
+    tfm = read_keras_file(tmp_path / "words.keras", batch_size=4)
+    x = tfm.feed_values[next(f.name for f in tfm.feeds if f.dtype == "string")]
+    assert x.shape == (4, 2) and set(x.ravel()) <= {"0", "1"}
+
+
 def _save_with_own_layer(tmp_path, class_name: str):
     """A compiled model with an unregistered layer class of the user's own, named ``class_name``, saved."""
     def build(self, shape):
