@@ -69,7 +69,8 @@ def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: st
 
     compiled_loss.__name__ = _loss_name(loss)
     with substage("building the training step"):
-        tfm = keras_train_step(model, compiled_loss, optimizer, batch, name=name or model.name or p.stem)
+        tfm = keras_train_step(model, compiled_loss, optimizer, batch, name=name or model.name or p.stem,
+                               where=str(p))
     meta = dict(tfm.extra_meta)
     meta["keras_file"] = p.name
     # --batch-size sized the step where it filled a batch dimension the model leaves open (one it fixes

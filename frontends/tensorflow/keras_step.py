@@ -61,7 +61,7 @@ def make_train_step(model, loss_fn: Callable, optimizer) -> Callable:
 
 
 def keras_train_step(model, loss, optimizer, batch=None, *, input_signature=None,
-                     name: str | None = None) -> TFModel:
+                     name: str | None = None, where: str | None = None) -> TFModel:
     """Trace ``model``'s training step and return it as a flat `TFModel`.
 
     Parameters
@@ -74,6 +74,7 @@ def keras_train_step(model, loss, optimizer, batch=None, *, input_signature=None
         values feed profiled runs.
     input_signature : ``(x_spec, y_spec)`` as ``tf.TensorSpec`` structures,
         instead of a batch (a ``None`` dimension then needs ``--batch-size``).
+    where : what messages name (default: the model), such as the file it was read from.
     """
     if batch is None and input_signature is None:
         raise InputError("keras: give a sample batch (x, y) or an input_signature (x_spec, y_spec)")
@@ -90,7 +91,7 @@ def keras_train_step(model, loss, optimizer, batch=None, *, input_signature=None
     step = make_train_step(model, loss_fn, opt)
     return function_model(
         step, specs, batch, name=name or model.name, source=f"keras:{model.name}", source_format="keras",
-        signature="train_step", where=f"keras model {model.name!r}",
+        signature="train_step", where=where or f"keras model {model.name!r}",
         extra_meta={"optimizer": getattr(opt, "name", type(opt).__name__),
                     "loss": getattr(loss_fn, "name", getattr(loss_fn, "__name__", type(loss_fn).__name__))})
 
@@ -111,7 +112,7 @@ def function_model(fn, specs, args=None, *, name: str, source: str, source_forma
         gd = cf.graph.as_graph_def()
     n_args = len(tf.nest.flatten(specs))
     arg_tensors = cf.inputs[:n_args]
-    graph_def, values, objects = _bind_captures(gd, cf)
+    graph_def, values, objects = _bind_captures(gd, cf, where)
     feeds = tuple(Feed(t.name, t.dtype.name, tuple(t.shape.as_list()) if t.shape.rank is not None else None)
                   for t in arg_tensors)
     feed_values = None
@@ -146,7 +147,7 @@ def function_step(fn, *args, name: str | None = None) -> TFModel:
     return function_model(fn, specs, args, name=label, source=f"tf.function:{label}", signature=label)
 
 
-def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray], Mapping[str, Any]]:
+def _bind_captures(gd, cf, where: str) -> tuple[Any, Mapping[str, np.ndarray], Mapping[str, Any]]:
     """Replace the function's capture placeholders by variables and constants.
 
     Returns the new GraphDef, and the variables' values and the variables by node name.
@@ -180,15 +181,19 @@ def _bind_captures(gd, cf) -> tuple[Any, Mapping[str, np.ndarray], Mapping[str, 
         elif external.dtype != tf.resource:
             value = external.numpy() if hasattr(external, "numpy") else None
             if value is None:
-                raise InputError(f"keras: the train step captures {internal.name!r}, which is neither a variable "
-                                 "nor a constant")
+                raise InputError(f"{where}: the train step captures {internal.name!r}, which is neither a "
+                                 "variable nor a constant")
             node.ClearField("attr")
             node.op = "Const"
             node.attr["dtype"].type = external.dtype.as_datatype_enum
             node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
         else:
-            raise InputError(f"keras: the train step captures a resource {internal.name!r} that is not a "
-                             "variable of the model or optimizer")
+            table = any(c.type.startswith("LookupTable") for c in internal.consumers())
+            raise InputError(f"{where}: the train step captures a resource {internal.name!r} that is not a "
+                             "variable of the model or optimizer" + (
+                                 ": a lookup table (StringLookup, IntegerLookup, TextVectorization), which pardnn "
+                                 "cannot give a value; apply that layer to the data outside the model" if table
+                                 else ""))
     if rename:
         for node in gd.node:
             if node.name in rename:

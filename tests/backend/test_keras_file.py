@@ -249,6 +249,7 @@ def _save_with_own_layer(tmp_path, class_name: str):
     ("damaged config", "not a loadable Keras model (its config names Keras's 'Sequential' without the module Keras "
                        "reads it from: the file is damaged, or not written by Keras)"),
     ("own layer of a Keras name", "the Keras model uses 'Attention', a class or function of its own code"),
+    ("lookup table", "lookup.keras: the train step captures a resource"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     if case in ("custom layer", "own layer of a Keras name"):
@@ -257,6 +258,13 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
         args = [_save_with_own_layer(tmp_path, "PardnnTestOwnDense" if case == "custom layer" else "Attention")]
     elif case == "uncompiled":
         args = [files / "uncompiled.keras", "--batch-size", "4"]
+    elif case == "lookup table":    # a new user's trial: the line began "keras:", named no file and no cause
+        words = keras.Input((1,), dtype="string")
+        ids = keras.layers.StringLookup(vocabulary=["a", "b"])(words)
+        m = keras.Model(words, keras.layers.Dense(1)(keras.layers.Flatten()(keras.layers.Embedding(4, 2)(ids))))
+        m.compile("adam", "mse")
+        m.save(tmp_path / "lookup.keras")
+        args = [tmp_path / "lookup.keras", "--batch-size", "4"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
     elif case == "damaged config":      # a built-in class said to be the user's own code (a review)
@@ -275,6 +283,8 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     assert len(lines) == 1 and expect in lines[0], res.output
     if case == "no batch":      # Keras numbers its layers per process: input_layer, input_layer_5, ...
         assert re.search(r"input 'input_layer(_\d+)?' has no fixed", lines[0]), lines[0]
+    if case == "lookup table":
+        assert "not a variable of the model or optimizer: a lookup table (StringLookup" in lines[0], lines[0]
     assert not out.exists()
 
 
