@@ -35,9 +35,9 @@ import numpy as np
 from ..errors import InputError, OutputError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, parents_made
 from ..frontends.common import first_line
-from ..frontends.tensorflow._tf import tf
+from ..frontends.tensorflow._tf import saved_model_pb2, tf
 from ..frontends.tensorflow.model import TFModel, split_tensor_name
-from .tf_devices import devices_needed
+from .tf_devices import devices_needed, parse_device
 from .tf_rewrite import write_graph_def
 from .tf_run import build_program, session_config
 
@@ -68,6 +68,7 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     """Write the placed step and its variables as a SavedModel (see the module docstring), atomically."""
     out = Path(out_dir)
     check_new_directory(out)
+    placed_gd, cluster_names = _local_devices(placed_gd)
     graph, init_ops, init_feeds, inputs, outputs, saver = _graph_with_saver(model, placed_gd, values)
     cpus = max(devices_needed([n.device for n in placed_gd.node if n.device], "cpu").values(), default=1)
     # Soft placement only here: writing needs the variables, not the devices (a GPU placement is
@@ -75,13 +76,43 @@ def write_placed_savedmodel(model: TFModel, placed_gd, values: Mapping[str, np.n
     config = session_config(cpus=cpus, soft_placement=True)
     try:
         with parents_made(out.parent):
-            _save(out, graph, init_ops, init_feeds, inputs, outputs, saver, config)
+            _save(out, graph, init_ops, init_feeds, inputs, outputs, saver, config, cluster_names)
     except OSError as exc:
         raise OutputError(f"{out}: cannot write: {exc.strerror or type(exc).__name__}") from None
     return out
 
 
-def _save(out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config) -> None:
+def _local_devices(placed_gd):
+    """``placed_gd`` with each device of a cluster's task renamed to a CPU of this process, and the names back.
+
+    A session of this process has no ``/job:worker`` devices, and soft placement does not move an op off a
+    job it lacks, so the variables are initialised and saved on local CPUs, one per cluster device; the
+    written graph gets the cluster's names back (`_name_devices`). A placement without tasks is kept."""
+    named = {n.device for n in placed_gd.node if n.device}
+    if not named or any(parse_device(d).job is None for d in named):
+        return placed_gd, {}
+    local = {d: f"/device:CPU:{i}" for i, d in enumerate(sorted(named))}
+    gd = type(placed_gd)()
+    gd.CopyFrom(placed_gd)
+    for n in gd.node:
+        if n.device:
+            n.device = local[n.device]
+    return gd, {v: k for k, v in local.items()}
+
+
+def _name_devices(saved_model_pb: Path, names: Mapping[str, str]) -> None:
+    """Rename the devices of the SavedModel file ``saved_model_pb`` by ``names`` (local CPU to cluster device)."""
+    sm = saved_model_pb2.SavedModel()
+    sm.ParseFromString(saved_model_pb.read_bytes())
+    for mg in sm.meta_graphs:
+        for n in mg.graph_def.node:
+            if n.device:
+                n.device = names.get(tf.DeviceSpec.from_string(n.device).to_string(), n.device)
+    saved_model_pb.write_bytes(sm.SerializeToString())
+
+
+def _save(out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config,
+          cluster_names: Mapping[str, str]) -> None:
     """`write_placed_savedmodel`'s writing, into ``out``'s existing parent: staged in a temporary directory
     there, renamed into place at the end unless a Ctrl-C came (also one something swallowed)."""
     try:
@@ -104,6 +135,8 @@ def _save(out: Path, graph, init_ops, init_feeds, inputs, outputs, saver, config
             builder.add_meta_graph_and_variables(sess, list(TAGS), signature_def_map={SIGNATURE: sig},
                                                  saver=saver, clear_devices=False, strip_default_attrs=True)
             builder.save()
+        if cluster_names:
+            _name_devices(staging / "saved_model.pb", cluster_names)
         check_interrupt()
         if out.exists():
             out.rmdir()

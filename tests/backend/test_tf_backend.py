@@ -676,6 +676,30 @@ def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel
     np.testing.assert_allclose(losses, local.losses, rtol=1e-5, atol=1e-6)
 
 
+def test_a_placed_savedmodel_for_a_cluster_keeps_its_task_devices(cnn_savedmodel, tmp_path):
+    """Found by a new user's trial: `rewrite --tasks 2 -o DIR` (and `run --local-cluster 2 --write DIR`) failed
+    with exit code 5, "was explicitly assigned to /job:worker/... but available devices are
+    [ /job:localhost/... ]": the variables are saved in a session of this process, which has no such job. They
+    are now saved on local CPUs, and the SavedModel names the cluster's devices."""
+    from pardnn.frontends.tensorflow import import_tensorflow
+    from pardnn.frontends.tensorflow._tf import saved_model_pb2
+
+    imp = import_tensorflow(cnn_savedmodel)
+    pl = scattered(imp.graph, 3)
+    placement = tmp_path / "p.json"
+    save_placement(pl, imp.graph, placement)
+    res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
+                                   str(tmp_path / "tasks"), "--tasks", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    names = json.loads(res.output)["devices"]
+    sm = saved_model_pb2.SavedModel()
+    sm.ParseFromString((tmp_path / "tasks" / "saved_model.pb").read_bytes())
+    nodes = sm.meta_graphs[0].graph_def.node
+    handles = {n.name: n.device for n in nodes if n.op == "VarHandleOp" and n.name in imp.graph.index}
+    assert handles and all(d == names[pl.assignment[imp.graph.index[n]]] for n, d in handles.items())
+    assert {n.device for n in nodes if n.device} <= set(names)
+
+
 def test_a_savedmodel_that_captures_a_constant_restores_every_variable(tmp_path):
     """The Transformer's step captures its position indices as a constant beside the variables; the
     variables still start from the SavedModel's values, so the run's first loss is Keras's first loss."""
