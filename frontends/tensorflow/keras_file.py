@@ -238,6 +238,18 @@ def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
             ys.append(np.eye(classes, dtype=np.dtype(str(t.dtype)))[rng.integers(0, classes, size=shape[:-1])])
         else:
             ys.append(rng.random(size=shape).astype(np.dtype(str(t.dtype))))
-    x = xs[0] if len(xs) == 1 else xs
-    y = ys[0] if len(ys) == 1 else ys
-    return x, y
+    return _packed(model, "input", xs), _packed(model, "output", ys)
+
+
+def _packed(model, which: str, flat: list):
+    """``flat`` (in the order of ``model.inputs`` or ``model.outputs``) in the structure the model was built with:
+    a dict for a model of named inputs ({"a": ..., "b": ...}), which Keras refuses a list for."""
+    import keras
+
+    try:
+        structure = getattr(model, which)
+    except (AttributeError, ValueError):      # no single structure (a layer called more than once)
+        structure = None
+    if structure is None or len(keras.tree.flatten(structure)) != len(flat):
+        return flat[0] if len(flat) == 1 else flat
+    return keras.tree.pack_sequence_as(structure, flat)

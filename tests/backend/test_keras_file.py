@@ -227,6 +227,31 @@ def test_a_model_with_a_string_input(tmp_path):
     assert x.shape == (4, 2) and set(x.ravel()) <= {"0", "1"}
 
 
+def test_a_model_of_named_inputs_and_outputs_gets_its_batch_as_dicts(tmp_path):
+    """Found by a new user's trial: a model built on dicts ({"b": b, "a": a} in, {"reg": .., "cls": ..} out) ended
+    in an internal error of many lines (Keras: "The structure of `inputs` doesn't match the expected structure"):
+    the batch was a list. It now has the model's structure, and the step is the one ``train_on_batch`` runs."""
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((6,), name="a"), keras.Input((3,), name="b")
+    h = keras.layers.Concatenate()([keras.layers.Dense(4)(b), keras.layers.Dense(4)(a)])
+    m = keras.Model({"b": b, "a": a}, {"reg": keras.layers.Dense(1, name="reg")(h),
+                                       "cls": keras.layers.Dense(3, name="cls")(h)})
+    m.compile(optimizer="sgd", loss={"cls": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                                     "reg": "mse"})
+    path = tmp_path / "dicts.keras"
+    m.save(path)
+    placement = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["-q", "partition", str(path), "--batch-size", "4", "-k", "2", "-o", str(placement)])
+    assert res.exit_code == 0, res.output
+    proc = _pardnn("-q", "run", path, placement, "--batch-size", 4, "--steps", 1, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    model = keras.saving.load_model(path)
+    x, y = synthetic_batch(model, model.loss, 4, where="t")
+    assert sorted(x) == ["a", "b"] and x["a"].shape == (4, 6) and sorted(y) == ["cls", "reg"]
+    assert y["cls"].shape == (4,) and y["cls"].dtype == np.int32 and y["reg"].shape == (4, 1)
+    np.testing.assert_allclose(json.loads(proc.stdout)["losses"][0], model.train_on_batch(x, y, return_dict=True)["loss"], rtol=1e-4)
+
+
 def _save_with_own_layer(tmp_path, class_name: str):
     """A compiled model with an unregistered layer class of the user's own, named ``class_name``, saved."""
     def build(self, shape):
