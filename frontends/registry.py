@@ -70,6 +70,13 @@ _TF_KINDS = {"savedmodel": "a SavedModel directory", "graphdef": "a GraphDef fil
 def detect_format(path: str | Path) -> str:
     """One of ``pardnn``, ``msr``, ``pipedream``, ``pardnn-dot``, ``savedmodel``, ``graphdef``, ``keras``, ``onnx``."""
     p = Path(path)
+    try:
+        return _detect_format(p)
+    except PermissionError as exc:      # a directory on the way that may not be searched (``is_dir`` raises)
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+
+
+def _detect_format(p: Path) -> str:
     if p.is_dir():
         if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
             return "savedmodel"
@@ -107,6 +114,7 @@ def detect_format(path: str | Path) -> str:
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
     """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
     fmt = input_format(path, fmt)
+    _check_readable(Path(path))
     opts = options or FrontendOptions()
     frontend = FRONTENDS.get(fmt)
     if frontend is None:
@@ -125,6 +133,17 @@ def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOpt
     g = loader(path, **{k: getattr(opts, k) for k in frontend.keywords if getattr(opts, k)})
     _check_unused(path, fmt, frontend, opts, g)
     return g
+
+
+def _check_readable(p: Path) -> None:
+    """A file the frontend will read must open: its reader would say something else (that a ``.keras`` file
+    is no zip archive)."""
+    if not p.is_file():
+        return
+    try:
+        open(p, "rb").close()   # noqa: SIM115
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
 
 
 # the flag of each `FrontendOptions` field (`pardnn.cli.options.frontend_options`)

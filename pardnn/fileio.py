@@ -443,22 +443,28 @@ def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False)
     for path in paths:
         if path is None:
             continue
-        target = Path(path)
-        if target.is_dir() and not directory_ok:
-            raise OutputError(f"{target}: cannot write: is a directory, expected a file name")
-        if is_stream(target):       # /dev/null, a FIFO: written through, so it must take writes itself
-            _check_stream(target)
-            continue
-        shown, target = target, _real(target)   # a link: the file it points to is replaced, beside that file
-        base = _nearest_existing(target.parent)
-        if base is None or not base.is_dir():
-            raise OutputError(f"{shown}: cannot write: {base or target.parent} is not a directory")
         try:
-            fd, probe = tempfile.mkstemp(prefix=".pardnn-probe.", dir=base)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise OutputError(f"{shown}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
+            _check_writable(Path(path), directory_ok)
+        except PermissionError as exc:      # a directory on the way that may not be searched (``is_dir`` raises)
+            raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _check_writable(target: Path, directory_ok: bool) -> None:
+    if target.is_dir() and not directory_ok:
+        raise OutputError(f"{target}: cannot write: is a directory, expected a file name")
+    if is_stream(target):       # /dev/null, a FIFO: written through, so it must take writes itself
+        _check_stream(target)
+        return
+    shown, target = target, _real(target)   # a link: the file it points to is replaced, beside that file
+    base = _nearest_existing(target.parent)
+    if base is None or not base.is_dir():
+        raise OutputError(f"{shown}: cannot write: {base or target.parent} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".pardnn-probe.", dir=base)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"{shown}: cannot write in {base}: {exc.strerror or type(exc).__name__}") from None
 
 
 def check_new_directory(path: str | os.PathLike) -> None:

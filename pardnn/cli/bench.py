@@ -43,7 +43,8 @@ def _default_data_dir() -> Path | None:
               help="Only run the memory-scaling bisection on graphs up to this size.")
 @click.option("--scaling-graphs", help="Only run the memory-scaling bisection on these graphs (comma list of names "
               "as the tables print them, e.g. msr/op/bert_l-6_training,pipedream/resnet50).")
-@click.option("-o", "--output", "outdir", default="bench-out", show_default=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "outdir", default="bench-out", show_default=True,
+              type=click.Path(file_okay=False, readable=False),
               help="Directory for results.csv, results.json, scaling.csv and makespan.png.")
 @click.option("--markdown", type=OUTPUT_FILE, help="Also write the tables as Markdown here "
               "(e.g. benchmarks/RESULTS.md).")

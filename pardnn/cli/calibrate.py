@@ -24,7 +24,7 @@ def _rate(bytes_per_us: float) -> str:
 @click.option("--local-cluster", type=click.IntRange(1, 64), metavar="N",
               help="Start N TensorFlow servers on 127.0.0.1 and measure their devices (one per task by default).")
 @pin_options
-@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False, readable=False),
               help="Measure the cluster in this JSON spec (tasks started with `pardnn serve`).")
 @click.option("--device-kind", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True)
 @click.option("--memory", metavar="SIZE", help="Memory per device to write into the cluster [default: unlimited].")

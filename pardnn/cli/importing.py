@@ -13,7 +13,7 @@ from .options import OUTPUT_FILE, echo_summary, frontend_options, make_frontend_
 
 
 @click.command(name="import")
-@click.argument("model", type=click.Path())
+@click.argument("model", type=click.Path(readable=False))
 @click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the pardnn.graph (.json or .json.gz).")
 @click.option("--name", help="Graph name to record (default: from the file name).")

@@ -29,7 +29,7 @@ class OutputFile(click.Path):
     ``/dev/stdout`` is (the summary then goes to stderr)."""
 
     def __init__(self) -> None:
-        super().__init__(dir_okay=False)
+        super().__init__(dir_okay=False, readable=False)
 
     def convert(self, value, param, ctx):
         return "/dev/stdout" if value == "-" else super().convert(value, param, ctx)
@@ -90,7 +90,7 @@ def echo_summary(text: str, *, outputs: Sequence[Any] = (), asked: bool = False)
 
 def cluster_options(f):
     options = [
-        click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False),
+        click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
                      help="A pardnn.cluster JSON file (instead of the flags below)."),
         click.option("--devices", "-k", type=click.IntRange(1, 4096), help="Number of devices."),
         click.option("--memory", "-m", help="Memory per device: 16GiB, 512MB, ... (a comma list gives one per "

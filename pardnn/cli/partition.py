@@ -86,7 +86,7 @@ def _echo_timings(time_passes: bool, timings: list) -> None:
 
 
 @click.command()
-@click.argument("input_path", metavar="INPUT", type=click.Path())
+@click.argument("input_path", metavar="INPUT", type=click.Path(readable=False))
 @click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the pardnn.placement JSON (or .place text, by its name).")
 @cluster_options
@@ -208,8 +208,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
 
 
 @click.command()
-@click.argument("graph", type=click.Path())
-@click.argument("placement", type=click.Path())
+@click.argument("graph", type=click.Path(readable=False))
+@click.argument("placement", type=click.Path(readable=False))
 @cluster_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: makespan_us, peak_bytes, feasible, ...")
 @click.option("--trace", "trace_path", type=OUTPUT_FILE,

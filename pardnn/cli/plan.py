@@ -95,13 +95,13 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
 
 
 @click.command("plan")
-@click.argument("model", type=click.Path())
+@click.argument("model", type=click.Path(readable=False))
 @click.option("--devices", "-k", "counts", callback=_counts, metavar="RANGE",
               help="Device counts to try: a range 1..16 or a list 1,2,4,8 [default: 1..8; with a --cluster of N "
                    "devices, 1..N up to 8].")
 @click.option("--memory", "-m", callback=_memory,
               help="Memory per device, e.g. 16GiB (omitted: unlimited, or the --cluster file's).")
-@click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False),
+@click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
               help="A pardnn.cluster JSON file: K uses its first K devices, and its device count bounds K.")
 @click.option("--speed", type=click.FloatRange(min=0, min_open=True),
               help="Relative speed of every device (default 1).")

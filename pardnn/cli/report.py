@@ -17,11 +17,11 @@ from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summ
 
 
 @click.command(name="report")
-@click.argument("graph", type=click.Path())
-@click.argument("placement", type=click.Path())
+@click.argument("graph", type=click.Path(readable=False))
+@click.argument("placement", type=click.Path(readable=False))
 @click.option("-o", "--output", required=True, type=OUTPUT_FILE,
               help="Where to write the HTML report (one self-contained file).")
-@click.option("--measured", "measured_path", type=click.Path(dir_okay=False),
+@click.option("--measured", "measured_path", type=click.Path(dir_okay=False, readable=False),
               help="A measured run (the JSON `pardnn run --json` prints) to put beside the prediction.")
 @click.option("--title", help="Page title (default: the graph's name and the device count).")
 @cluster_options

@@ -149,8 +149,8 @@ def _criterion_line(r) -> str:
 
 
 @click.command(name="run")
-@click.argument("model", type=click.Path())
-@click.argument("placement", type=click.Path())
+@click.argument("model", type=click.Path(readable=False))
+@click.argument("placement", type=click.Path(readable=False))
 @cluster_options
 @frontend_options
 @click.option("--steps", type=click.IntRange(1), default=5, show_default=True,
@@ -165,7 +165,7 @@ def _criterion_line(r) -> str:
                    "[default: 10; 0: elementwise only]")
 @click.option("--local-cluster", type=click.IntRange(1, 64), metavar="N",
               help="TensorFlow: start N servers (tasks) on 127.0.0.1 and run across them (for testing).")
-@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False, readable=False),
               help="TensorFlow: run on the cluster in this JSON spec ({\"worker\": [\"host:port\", ...]}); "
                    "start each task with `pardnn serve`.")
 @pin_options
@@ -175,7 +175,7 @@ def _criterion_line(r) -> str:
               help="TensorFlow: let TensorFlow move ops it cannot run where placed (they are counted as moved).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=600, show_default=True,
               help="TensorFlow: seconds a server may take to start and an op to run.")
-@click.option("--write", "write_path", type=click.Path(),
+@click.option("--write", "write_path", type=click.Path(readable=False),
               help="TensorFlow: also write the placed model here (.pb, .pbtxt, or a directory for a SavedModel).")
 @click.option("--trace", "trace_path", type=OUTPUT_FILE,
               help="TensorFlow: also write the predicted and the measured (traced step) timelines here as Chrome "
@@ -325,16 +325,16 @@ def _check_batch_size(placement: str, batch_size, doing: str = "run") -> None:
 
 
 @click.command(name="rewrite")
-@click.argument("model", type=click.Path())
-@click.argument("placement", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(),
+@click.argument("model", type=click.Path(readable=False))
+@click.argument("placement", type=click.Path(readable=False))
+@click.option("-o", "--output", required=True, type=click.Path(readable=False),
               help="The placed model: a .pb or .pbtxt GraphDef, or a directory (a SavedModel, for a SavedModel or "
                    ".keras input).")
 @click.option("--device-kind", type=click.Choice(["as-named", "gpu", "cpu"]), default="as-named", show_default=True,
               help="Device names to write: the placement's own, or /device:GPU:i or /device:CPU:i by position.")
 @click.option("--tasks", type=click.IntRange(1, 4096), help="Deal the devices to this many tasks of job 'worker' "
                                                              "(/job:worker/replica:0/task:i/device:...).")
-@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False),
+@click.option("--cluster-spec", "cluster_spec", type=click.Path(dir_okay=False, readable=False),
               help="Deal the devices to the tasks of this cluster spec's job.")
 @frontend_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -411,7 +411,7 @@ def _core_ranges(cores: set[int]) -> str:
 
 
 @click.command(name="serve")
-@click.option("--cluster-spec", "cluster_spec", required=True, type=click.Path(dir_okay=False),
+@click.option("--cluster-spec", "cluster_spec", required=True, type=click.Path(dir_okay=False, readable=False),
               help="The cluster spec JSON ({\"worker\": [\"host0:2222\", \"host1:2222\"]}), the same on every host.")
 @click.option("--task", type=click.IntRange(0), required=True, help="This host's task index in the spec.")
 @click.option("--cpus", type=click.IntRange(0), default=0, show_default=True,

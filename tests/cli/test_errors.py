@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -25,14 +26,16 @@ from ..conftest import SAMPLES
 VGG = SAMPLES / "pardnn_vgg16.json.gz"
 
 
-def pardnn(*args, cwd: Path, env: dict | None = None, limit_bytes: int | None = None, timeout: float = 300):
-    """Run ``pardnn ARGS`` in a fresh interpreter; ``limit_bytes`` caps its address space (RLIMIT_AS)."""
+def pardnn(*args, cwd: Path, env: dict | None = None, limit_bytes: int | None = None, timeout: float = 300,
+           prefix: tuple[str, ...] = ()):
+    """Run ``pardnn ARGS`` in a fresh interpreter; ``limit_bytes`` caps its address space (RLIMIT_AS);
+    ``prefix`` runs it through another program (`without_root_reads`)."""
     def cap():
         if limit_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)],
+    return subprocess.run([*prefix, sys.executable, "-c", "from pardnn.cli import main; main()", *map(str, args)],
                           cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=cap if limit_bytes else None)
 
@@ -147,6 +150,55 @@ def test_outputs_that_cannot_be_written_name_the_output_and_leave_nothing(small_
             line = assert_one_line_error(r, EXIT_OUTPUT, out, words)
             assert ".tmp" not in line                             # the output's name, not the temporary file's
             assert snapshot(small_graph) == before
+
+
+def without_root_reads() -> tuple[str, ...]:
+    """A `pardnn` prefix under which file permissions hold: empty for a user; for root, setpriv dropping the
+    capabilities that read and search any file (skipped where there is no setpriv)."""
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root reads every file, and there is no setpriv to drop that")
+    drop = "-dac_override,-dac_read_search"
+    return setpriv, f"--inh-caps={drop}", f"--bounding-set={drop}"
+
+
+def test_inputs_that_may_not_be_read_are_bad_input_and_outputs_behind_them_cannot_be_written(small_graph):
+    """Found by a bad-input trial: a graph, cluster or placement without read permission was a usage error
+    (exit 2, click's "is not readable"), a file in a directory that may not be searched an internal error
+    (exit 1, PermissionError), and an existing output without read permission, which pardnn replaces, was
+    refused. Now: exit 3 for an input and 7 for an output, one line naming the file."""
+    prefix = without_root_reads()
+    root = small_graph
+    assert pardnn("partition", "g.json", "-k", 2, "-o", "p.json", cwd=root).returncode == 0
+    (root / "c.json").write_text(json.dumps({"format": "pardnn.cluster", "devices": [{"name": "a"}, {"name": "b"}]}))
+    (root / "shut").mkdir()
+    (root / "shut" / "g.json").write_text((root / "g.json").read_text())
+    for name in ("ng.json", "np.json", "nc.json", "old.json"):
+        (root / name).write_text((root / {"ng.json": "g.json", "nc.json": "c.json"}.get(name, "p.json")).read_text())
+    before = snapshot(root)
+    modes = {"ng.json": 0, "np.json": 0, "nc.json": 0, "old.json": 0, "shut": 0o600}
+    cases = [(("info", "ng.json"), EXIT_INPUT, "ng.json"),
+             (("partition", "ng.json", "-k", 2, "-o", "q.json"), EXIT_INPUT, "ng.json"),
+             (("simulate", "g.json", "np.json"), EXIT_INPUT, "np.json"),
+             (("partition", "g.json", "--cluster", "nc.json", "-o", "q.json"), EXIT_INPUT, "nc.json"),
+             (("info", "shut/g.json"), EXIT_INPUT, "shut/g.json"),
+             (("partition", "g.json", "-k", 2, "-o", "shut/q.json"), EXIT_OUTPUT, "shut/q.json")]
+    try:
+        for name, mode in modes.items():
+            (root / name).chmod(mode)
+        for args, code, name in cases:
+            r = pardnn(*args, cwd=root, prefix=prefix)
+            assert_one_line_error(r, code, name, "Permission denied")
+            assert not (root / "q.json").exists()
+        r = pardnn("partition", "g.json", "-k", 2, "-o", "old.json", cwd=root, prefix=prefix)
+        assert r.returncode == 0, r.stderr
+    finally:
+        for name in modes:
+            (root / name).chmod(0o755 if name == "shut" else 0o644)
+    before["old.json"] = snapshot(root)["old.json"]     # replaced, as any output is
+    assert snapshot(root) == before
 
 
 def test_a_command_writes_all_its_outputs_or_none(small_graph):
