@@ -81,15 +81,34 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict; a key given twice is `_DuplicateKey` (json would keep the last silently)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        name = d.get("name")
+        raise _DuplicateKey(f"the key {key!r} appears twice in one object"
+                            + (f" (the one named {name!r})" if isinstance(name, str) and key != "name" else ""))
+    return d
+
+
 def read_json(path: str | os.PathLike) -> Any:
-    """Parsed JSON; an error names the file, line and column."""
+    """Parsed JSON; an error names the file, line and column. A key given twice in one object is an error
+    (``{"memory_bytes": 1024, "memory_bytes": null}`` would otherwise mean the last without a word)."""
     p = Path(path)
     text = read_text(p)
     try:
         with paused_gc():
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except _DuplicateKey as exc:
+        raise InputError(f"{p}: invalid JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{p}: malformed JSON: arrays or objects nested too deeply") from None
 

@@ -65,6 +65,21 @@ def test_deeply_nested_json_is_an_input_error(tmp_path):
         read_json(p)
 
 
+def test_a_key_given_twice_in_one_json_object_is_an_input_error(tmp_path):
+    """Found by a bad-input trial: json keeps the last of two equal keys, so a cluster file's
+    ``"memory_bytes": 1024, "memory_bytes": null`` made the device unlimited without a word."""
+    p = tmp_path / "c.json"
+    p.write_text('{"devices": [{"name": "gpu0", "memory_bytes": 1024, "memory_bytes": null}]}')
+    with pytest.raises(InputError, match=r"c.json: invalid JSON: the key 'memory_bytes' appears twice in one "
+                                         r"object \(the one named 'gpu0'\)"):
+        read_json(p)
+    p.write_text('{"name": "a", "name": "b"}')
+    with pytest.raises(InputError, match=r"the key 'name' appears twice in one object$"):
+        read_json(p)
+    p.write_text('{"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 1}]}')     # equal keys in different objects
+    assert read_json(p) == {"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 1}]}
+
+
 def _fifo_reader(path):
     """A thread reading everything written to the FIFO ``path``; ``result[0]`` holds the bytes."""
     import threading
