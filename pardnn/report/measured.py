@@ -101,7 +101,8 @@ class MeasuredRun:
                 raise InputError(f"{self.source}: the run put {_counts(np.trim_zeros(theirs, 'b'))} ops on its "
                                  f"devices, but {placement_source} puts {_counts(np.trim_zeros(mine, 'b'))}; give "
                                  f"--measured the run of {placement_source}")
-        far = [d.index for d in self.devices if d.index is not None and d.index >= num_devices and d.measured_us > 0]
+        far = [d.index for d in self.devices
+               if d.index is not None and not 0 <= d.index < num_devices and d.measured_us > 0]
         if far:
             raise InputError(f"{self.source}: the run used device {far[0]}, but the placement's cluster has "
                              f"{num_devices} devices; give --measured the run of {placement_source}")
@@ -133,7 +134,7 @@ def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
                 idx, name, t = i, None, _number(item)
             if t is None:
                 continue
-            if name is None and idx is not None and idx < len(names):
+            if name is None and idx is not None and 0 <= idx < len(names):
                 name = names[idx]
             key = idx if idx is not None else str(name)
             slot = out.setdefault(key, [idx, str(name if name is not None else key), 0.0])
@@ -146,7 +147,7 @@ def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
             t = _number(st.get("compute_us"))
             if not isinstance(idx, int) or isinstance(idx, bool) or t is None:
                 continue
-            name = st.get("device_name") or (names[idx] if idx < len(names) else f"device {idx}")
+            name = st.get("device_name") or (names[idx] if 0 <= idx < len(names) else f"device {idx}")
             slot = out.setdefault(idx, [idx, str(name), 0.0])
             slot[2] += t
     rows = sorted(out.values(), key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0, r[1]))

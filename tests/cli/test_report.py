@@ -91,6 +91,9 @@ def test_a_measured_run_of_another_placement_is_refused(tmp_path):
         ({"stages": [{"device": 2, "compute_us": 5.0}]},
          f"run.json: the run used device 2, but the placement's cluster has 2 devices; give --measured the run of "
          f"{p}"),
+        # a negative index (found by a bad-input trial: an internal error, exit 1, IndexError)
+        ({"stages": [{"device": -3, "compute_us": 5.0}]}, "run.json: the run used device -3, but"),
+        ({"per_device": [{"device": -1, "measured_us": 5.0}]}, "run.json: the run used device -1, but"),
     ]
     for extra, message in cases:
         m.write_text(json.dumps({"measured_us": 1000.0, **extra}))
