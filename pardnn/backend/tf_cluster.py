@@ -66,7 +66,7 @@ def cluster_spec_from_dict(d, *, source: str = "cluster spec") -> TFClusterSpec:
         raise InputError(f"{source}: job {job!r} must list its tasks as \"host:port\" strings")
     for i, t in enumerate(tasks):
         host, sep, port = t.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise InputError(f"{source}: task address {t!r} is not host:port")
         if t in tasks[:i]:
             raise InputError(f"{source}: tasks {tasks.index(t)} and {i} of job {job!r} are both at {t}; each task "

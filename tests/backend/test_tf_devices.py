@@ -106,7 +106,10 @@ def test_cluster_spec_forms_and_errors():
     assert cluster_spec_from_dict({"worker": ["h0:1"]}).target == "grpc://h0:1"
     for bad, msg in [({}, "expected a JSON object"), ({"worker": ["a:1"], "ps": ["b:2"]}, "expected one job"),
                      ({"worker": []}, "must list its tasks"), ({"worker": ["nohost"]}, "is not host:port"),
-                     ({"worker": ["h:99999"]}, "is not host:port")]:
+                     ({"worker": ["h:99999"]}, "is not host:port"),
+                     # digits that are not ASCII (a bad-input trial: '²' was an internal error, ValueError, and
+                     # '２２' a server that did not start, exit 5)
+                     ({"worker": ["h:²"]}, "is not host:port"), ({"worker": ["h:２２"]}, "is not host:port")]:
         with pytest.raises(InputError, match=msg):
             cluster_spec_from_dict(bad)
 
