@@ -33,7 +33,7 @@ import numpy as np
 from .api import partition
 from .baselines.mtopo import static_memory
 from .cluster import Cluster
-from .errors import InfeasibleError, PardnnError
+from .errors import InfeasibleError, InputError, PardnnError
 from .fileio import atomic_write, write_json
 from .ir import OpGraph, load_graph
 from .machine import single_device_peak
@@ -113,7 +113,7 @@ def suite(name: str, *, data_dir: Path | None = None, samples_dir: Path | None =
     out: list[GraphSource] = []
     if name in ("real", "full"):
         if data_dir is None or not data_dir.is_dir():
-            raise PardnnError(f"the {name!r} suite needs the peer data directory (--data); {data_dir} not found")
+            raise InputError(f"the {name!r} suite needs the peer data directory (--data); {data_dir} not found")
         for f in _real_files(data_dir):
             out.append(GraphSource(_real_name(f, data_dir), "real", str(f), lambda f=f: load_input(f)))
     if name in ("samples", "quick", "full") and samples_dir is not None:

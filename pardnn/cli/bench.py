@@ -85,9 +85,12 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     for r in regime_list:
         if r not in B.REGIMES:
             raise click.BadParameter(f"unknown regime {r!r}", param_hint="--regimes")
+    sizes = list_of(int, synthetic_sizes, "--synthetic-sizes")
+    if any(n < 1 for n in sizes):
+        raise click.BadParameter(f"graph sizes are at least 1 op, got {synthetic_sizes!r}",
+                                 param_hint="--synthetic-sizes")
     data = Path(data_dir) if data_dir else _default_data_dir()
-    sources = B.suite(suite, data_dir=data, samples_dir=_REPO / "sample_graphs",
-                      synthetic_sizes=list_of(int, synthetic_sizes, "--synthetic-sizes"))
+    sources = B.suite(suite, data_dir=data, samples_dir=_REPO / "sample_graphs", synthetic_sizes=sizes)
     if scaling_graphs:
         missing = sorted(set(x.strip() for x in scaling_graphs.split(",")) - {src.name for src in sources})
         if missing:

@@ -484,6 +484,20 @@ def test_bench_methods_that_name_no_known_method_are_a_usage_error(tmp_path, val
     assert "Traceback" not in r.stderr and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args, code, message", [
+    (["--suite", "synthetic", "--synthetic-sizes", "-1"], EXIT_USAGE,
+     "Invalid value for --synthetic-sizes: graph sizes are at least 1 op, got '-1'"),
+    (["--suite", "real", "--data", "no-such-dir"], EXIT_INPUT,
+     "pardnn: error: the 'real' suite needs the peer data directory (--data); no-such-dir not found"),
+])
+def test_bench_suites_it_cannot_make_are_a_usage_error_or_bad_input(tmp_path, args, code, message):
+    """Found by a bad-input trial: both were exit 1, the code of a bug (a negative size: "internal error:
+    ValueError: math domain error")."""
+    r = pardnn("bench", *args, "--no-scaling", "-o", "b", cwd=tmp_path)
+    assert r.returncode == code and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("flag, value", [("--speed", "0"), ("--speed", "1,-2"), ("--speed", "nan"),
                                          ("--bandwidth", "0"), ("--bandwidth", "0GB/s")])
 def test_a_speed_or_bandwidth_that_is_not_positive_is_a_usage_error_naming_the_flag(small_graph, flag, value):
