@@ -23,6 +23,13 @@ CLUSTER_FORMAT = "pardnn.cluster"
 CLUSTER_VERSION = 1
 DEFAULT_LATENCY_US = 25.0
 DEFAULT_BANDWIDTH = 12000.0  # bytes per microsecond = 12 GB/s
+SPEED_RANGE = (1e-6, 1e6)
+"""A device's speed, relative to 1.0. Further out, op times (up to 1e15 us) reach infinity or differ across
+devices by more than the placers' integer weights hold (METIS failed at a ratio of 1e100)."""
+MAX_LATENCY_US = 1e15
+"""The most a latency (or a transfer's fixed CPU time) may be: a graph's op time limit (``ir.MAX_TIME_US``)."""
+MIN_BANDWIDTH = 1e-6
+"""The least bytes per microsecond a link (or a transfer's CPU part) may move: 2**53 bytes then take 1e22 us."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,19 @@ class Cluster:
             raise ClusterError(f"transfer_cpu_us must be a non-negative number, got {self.transfer_cpu_us}")
         if self.transfer_cpu_bytes_per_us is not None and not (self.transfer_cpu_bytes_per_us > 0):
             raise ClusterError(f"transfer_cpu_bytes_per_us must be positive, got {self.transfer_cpu_bytes_per_us}")
+        links = [cell for row in self.links or () for cell in row if cell is not None]
+        for what, values in (("latency_us", [self.latency_us] + [c.latency_us for c in links]),
+                             ("transfer_cpu_us", [self.transfer_cpu_us] + [c.transfer_cpu_us for c in links])):
+            big = [v for v in values if v is not None and v > MAX_LATENCY_US]
+            if big:
+                raise ClusterError(f"{what} is {big[0]:g}, more than the largest allowed ({MAX_LATENCY_US:g})")
+        for what, values in (("bandwidth_bytes_per_us",
+                              [self.bandwidth_bytes_per_us] + [c.bandwidth_bytes_per_us for c in links]),
+                             ("transfer_cpu_bytes_per_us",
+                              [self.transfer_cpu_bytes_per_us] + [c.transfer_cpu_bytes_per_us for c in links])):
+            small = [v for v in values if v is not None and v < MIN_BANDWIDTH]
+            if small:
+                raise ClusterError(f"{what} is {small[0]:g}, less than the smallest allowed ({MIN_BANDWIDTH:g})")
         names = [d.name for d in self.devices]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -83,6 +103,9 @@ class Cluster:
         for d in self.devices:
             if not (d.speed > 0 and math.isfinite(d.speed)):
                 raise ClusterError(f"device {d.name!r}: speed must be a positive number, got {d.speed}")
+            if not SPEED_RANGE[0] <= d.speed <= SPEED_RANGE[1]:
+                raise ClusterError(f"device {d.name!r}: speed must be from {SPEED_RANGE[0]:g} to "
+                                   f"{SPEED_RANGE[1]:g}, got {d.speed:g}")
             if d.memory_bytes is not None and d.memory_bytes < 0:
                 raise ClusterError(f"device {d.name!r}: memory_bytes must be non-negative")
         if self.links is not None:

@@ -63,6 +63,29 @@ def test_bad_clusters(patch, message):
         cluster_from_dict(d, source="c.json")
 
 
+@pytest.mark.parametrize("patch, message", [
+    ({"devices": [{"name": "x", "speed": 1e-300}, {"name": "y"}]},
+     r"c.json: device 'x': speed must be from 1e-06 to 1e\+06, got 1e-300"),
+    ({"devices": [{"name": "x", "speed": 1e300}]}, "speed must be from"),
+    ({"latency_us": 2.0 ** 70}, r"c.json: latency_us is 1.18059e\+21, more than the largest allowed \(1e\+15\)"),
+    ({"links": [[None, {"latency_us": 1e20}], [None, None]]}, "latency_us is 1e\\+20, more than"),
+    ({"transfer_cpu_us": 1e16}, "transfer_cpu_us is 1e\\+16, more than"),
+    ({"bandwidth_bytes_per_us": 1e-300}, r"bandwidth_bytes_per_us is 1e-300, less than the smallest allowed"),
+    ({"links": [[None, {"bandwidth_bytes_per_us": 1e-9}], [None, None]]}, "bandwidth_bytes_per_us is 1e-09, less"),
+    ({"transfer_cpu_bytes_per_us": 1e-9}, "transfer_cpu_bytes_per_us is 1e-09, less"),
+])
+def test_cluster_values_beyond_what_the_model_holds(patch, message):
+    """Found by a bad-input trial: speeds of 1e-300 and 1.0 made partition fail inside METIS (exit 1), and a
+    latency near the float limit printed numpy warnings; times now stay within the graph's limits."""
+    d = {**SPEC_EXAMPLE, "devices": [{"name": "x"}, {"name": "y"}]}
+    d.update(patch)
+    with pytest.raises(ClusterError, match=message):
+        cluster_from_dict(d, source="c.json")
+    ok = {**SPEC_EXAMPLE, "devices": [{"name": "x", "speed": 1e-6}, {"name": "y", "speed": 1e6}],
+          "latency_us": 1e15, "bandwidth_bytes_per_us": 1e-6}
+    assert cluster_from_dict(ok).speed.tolist() == [1e-6, 1e6]
+
+
 def test_transfer_cpu_round_trips_and_stays_out_of_files_that_do_not_set_it(tmp_path):
     d = dict(SPEC_EXAMPLE, transfer_cpu_us=40.0, transfer_cpu_bytes_per_us=600.0)
     d["links"] = [[None, {"latency_us": 0.0, "transfer_cpu_us": 67.0}],

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-from ..cluster import Cluster, Device, load_cluster
+from ..cluster import MAX_LATENCY_US, MIN_BANDWIDTH, SPEED_RANGE, Cluster, Device, load_cluster
 from ..errors import check_interrupt
 from ..fileio import check_writable, is_stream, names_stdout, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
@@ -171,12 +171,21 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
     for v in spd:
         if not 0 < v < float("inf"):
             raise click.BadParameter(f"must be a positive number, got {v:g}", param_hint="--speed")
+        if not SPEED_RANGE[0] <= v <= SPEED_RANGE[1]:
+            raise click.BadParameter(f"must be from {SPEED_RANGE[0]:g} to {SPEED_RANGE[1]:g}, got {v:g}",
+                                     param_hint="--speed")
     bw = _parsed("--bandwidth", parse_rate, bandwidth)
     lat = _parsed("--latency", parse_time, latency)
     if lat is not None and not 0 <= lat < float("inf"):
         raise click.BadParameter(f"must be zero or more, got {latency!r}", param_hint="--latency")
+    if lat is not None and lat > MAX_LATENCY_US:
+        raise click.BadParameter(f"{latency!r} is more than the largest allowed ({MAX_LATENCY_US:g} us)",
+                                 param_hint="--latency")
     if bw is not None and not 0 < bw < float("inf"):
         raise click.BadParameter(f"must be positive, got {bandwidth!r}", param_hint="--bandwidth")
+    if bw is not None and bw < MIN_BANDWIDTH:
+        raise click.BadParameter(f"{bandwidth!r} is less than the smallest allowed ({MIN_BANDWIDTH:g} bytes/us)",
+                                 param_hint="--bandwidth")
     kwargs: dict[str, Any] = {}
     if bw is not None:
         kwargs["bandwidth_bytes_per_us"] = bw

@@ -508,6 +508,19 @@ def test_a_speed_or_bandwidth_that_is_not_positive_is_a_usage_error_naming_the_f
     assert "Traceback" not in r.stderr and not (small_graph / "p.json").exists()
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--speed", "1e-300,1", "Invalid value for --speed: must be from 1e-06 to 1e+06, got 1e-300"),
+    ("--latency", "1e300s", "Invalid value for --latency: '1e300s' is more than the largest allowed (1e+15 us)"),
+    ("--bandwidth", "1e-300", "Invalid value for --bandwidth: '1e-300' is less than the smallest allowed"),
+])
+def test_cluster_flags_beyond_what_the_model_holds_are_a_usage_error(small_graph, flag, value, message):
+    """Found by a bad-input trial: --speed 1e-300,1 failed inside METIS (exit 1, "pass 'seed' failed"), and
+    --latency 1e300s printed numpy's warnings with the lines of code that raised them."""
+    r = pardnn("partition", "g.json", "-k", 2, "--memory", "1MiB", "-o", "p.json", flag, value, cwd=small_graph)
+    assert r.returncode == EXIT_USAGE and message in r.stderr and "Warning" not in r.stderr, r.stderr
+    assert not (small_graph / "p.json").exists()
+
+
 def test_tensorflow_native_logging_stays_off_stderr_unless_vv(tmp_path):
     """A corrupt saved_model.pb with TensorFlow told to log everything: still one line; -vv shows the log."""
     pytest.importorskip("tensorflow")
