@@ -56,12 +56,13 @@ def unit_pins(g: OpGraph, num_devices: int) -> list[int]:
 
 
 def capacity_shares(cluster: Cluster) -> np.ndarray:
-    """Each device's share (summing to 1) of the cluster's memory; unlimited counts as the largest finite one."""
+    """Each device's share (summing to 1) of the cluster's memory; unlimited counts as the largest finite one,
+    and a device of 0 bytes as one of 1 (METIS refuses a target of 0: an internal error)."""
     cap = cluster.capacity
     finite = np.isfinite(cap)
     if not finite.any():
         return np.full(cap.size, 1.0 / cap.size)
-    w = np.where(finite, cap, max(float(cap[finite].max()), 1.0))
+    w = np.maximum(np.where(finite, cap, max(float(cap[finite].max()), 1.0)), 1.0)
     return w / w.sum() if w.sum() > 0 else np.full(cap.size, 1.0 / cap.size)
 
 

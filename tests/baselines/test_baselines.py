@@ -376,6 +376,16 @@ def test_m_metis_splits_memory_by_capacity():
     assert np.bincount(p.assignment).tolist() == [8, 8]
 
 
+def test_m_metis_takes_a_device_of_no_memory():
+    """Found by a bad-input trial: a cluster file with one device of 0 bytes (``--memory 0,1GiB``) made METIS
+    refuse its target of 0 (partition's seed pass: "METIS failed with status -2", exit 1). The device now
+    counts as one of 1 byte: the ops with memory go to the other."""
+    g = tiny([(f"m{i}", 1, 0, {"persistent_bytes": 100}) for i in range(4)] + [(f"z{i}", 1) for i in range(4)], [])
+    c = Cluster((Device("a", 0), Device("b", 1000)))
+    p = metis.place_m(g, c)
+    assert checked(g, c, p).feasible and p.assignment[:4].tolist() == [1, 1, 1, 1]
+
+
 def test_metis_with_fewer_units_than_devices_gives_each_unit_a_device(capfd):
     """Three independent ops, four devices: METIS itself cannot make more parts than vertices (it prints
     an error and its answer then varies from run to run), so each unit gets a device of its own."""
