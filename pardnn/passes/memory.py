@@ -391,7 +391,8 @@ def memory_split(g: OpGraph, cluster: Cluster, ev: Evaluator, *, order: np.ndarr
             # with more room, relative to its capacity
             finite = np.isfinite(cap[devices])
             rel = np.full(nd, -np.inf)          # an unlimited device always has room
-            rel[finite] = (s.peak_bytes[devices][finite] - cap[devices][finite]) / cap[devices][finite]
+            with np.errstate(divide="ignore", invalid="ignore"):    # a device of 0 bytes: inf (nan when empty)
+                rel[finite] = (s.peak_bytes[devices][finite] - cap[devices][finite]) / cap[devices][finite]
             lo = np.concatenate([[0], ends[:-1]])
             hi = np.concatenate([ends[1:], [n]])
             new = ends - ((rel[:-1] > rel[1:]) & (ends - 1 > lo)) + ((rel[1:] > rel[:-1]) & (ends + 1 < hi))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pardnn.errors import EXIT_INPUT, EXIT_MEMORY, EXIT_OUTPUT, EXIT_USAGE
+from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_MEMORY, EXIT_OUTPUT, EXIT_USAGE
 
 from ..conftest import SAMPLES
 
@@ -518,6 +518,15 @@ def test_cluster_flags_beyond_what_the_model_holds_are_a_usage_error(small_graph
     --latency 1e300s printed numpy's warnings with the lines of code that raised them."""
     r = pardnn("partition", "g.json", "-k", 2, "--memory", "1MiB", "-o", "p.json", flag, value, cwd=small_graph)
     assert r.returncode == EXIT_USAGE and message in r.stderr and "Warning" not in r.stderr, r.stderr
+    assert not (small_graph / "p.json").exists()
+
+
+@pytest.mark.parametrize("memory", ["0", "0.5"])
+def test_no_memory_at_all_is_infeasible_in_one_line(small_graph, memory):
+    """Found by a bad-input trial: --memory 0 (and 0.5, rounded to 0 bytes) printed numpy's "divide by zero"
+    warning, with the line of the memory pass that raised it, before the error."""
+    r = pardnn("partition", "g.json", "-k", 2, "--memory", memory, "-o", "p.json", cwd=small_graph)
+    assert_one_line_error(r, EXIT_INFEASIBLE, "device 0 (/device:GPU:0) needs 16 B", "has 0 B")
     assert not (small_graph / "p.json").exists()
 
 
