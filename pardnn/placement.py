@@ -90,6 +90,9 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     devices = d.get("devices")
     if not isinstance(devices, list) or not devices or not all(isinstance(x, str) for x in devices):
         raise PlacementError(f"{where}: \"devices\" must be a non-empty list of device names")
+    if len(set(devices)) != len(devices):
+        dup = next(x for x in devices if devices.count(x) > 1)
+        raise PlacementError(f"{where}: device name {dup!r} appears twice in \"devices\"")
     assignment = d.get("assignment")
     if not isinstance(assignment, dict):
         raise PlacementError(f"{where}: \"assignment\" must be an object mapping node names to device indices")

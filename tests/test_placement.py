@@ -57,6 +57,12 @@ def test_device_out_of_range(tmp_path, g):
         load_placement(_write(tmp_path, {"a": 0, "b": 5, "c/d e": 0}), g)
 
 
+def test_a_device_named_twice(tmp_path, g):
+    """Found by a bad-input trial: simulate took it, and report failed with a line that named no file."""
+    with pytest.raises(PlacementError, match=r"p.json: device name 'x' appears twice in \"devices\""):
+        load_placement(_write(tmp_path, {"a": 0, "b": 1, "c/d e": 0}, devices=("x", "x")), g)
+
+
 def test_place_text_errors(tmp_path, g):
     path = tmp_path / "bad.place"
     path.write_text("a 0\nb x\n")
