@@ -10,6 +10,7 @@ indices in range.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -173,6 +174,7 @@ def note_batch_size(made: Any, graph_meta: dict, where: str, doing: str) -> None
 
 
 MAX_DEVICES = 4096
+_DEVICE_INDEX = re.compile(r"-?[0-9]+")
 """The most devices a ``.place`` file may name without a cluster to say how many (as ``--devices`` allows)."""
 
 
@@ -190,10 +192,9 @@ def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
         name = name.strip()
         if not name:
             raise PlacementError(f"{where}:{lineno}: expected 'name device', got {line!r}")
-        try:
-            d = int(dev)
-        except ValueError:
-            raise PlacementError(f"{where}:{lineno}: device of {name!r} must be an integer, got {dev!r}") from None
+        if not _DEVICE_INDEX.fullmatch(dev):    # int() also reads '1_0' as 10, '+1' and other scripts' digits
+            raise PlacementError(f"{where}:{lineno}: device of {name!r} must be an integer, got {dev!r}")
+        d = int(dev)
         v = index.get(name)
         if v is None:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is not in graph {g.name!r}")

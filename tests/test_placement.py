@@ -71,3 +71,8 @@ def test_place_text_errors(tmp_path, g):
     path.write_text("a 0\na 1\n")
     with pytest.raises(PlacementError, match="placed twice"):
         load_placement(path, g)
+    # what int() reads but is no device index (a bad-input trial: 'b 1_0' put b on device 10 of 11)
+    for dev in ("1_0", "+1", "\u0661"):
+        path.write_text(f"a 0\nb {dev}\nc/d e 0\n")
+        with pytest.raises(PlacementError, match="bad.place:2: device of 'b' must be an integer"):
+            load_placement(path, g)
