@@ -39,6 +39,25 @@ def test_options_reach_the_peer_loaders(tmp_path):
     assert load_input(path, options=FrontendOptions(name="mine")).name == "pipedream-mine"
 
 
+def test_a_graph_file_that_is_a_fifo_is_read_once(tmp_path):
+    """Found by a bad-input trial: telling the format read the whole file (and gunzipped it) before the
+    reader read it again, so a FIFO named g.json left `pardnn info` waiting for a second writer forever."""
+    import gzip
+    import os
+    import threading
+
+    text = (SAMPLES / "pardnn_vgg16.json.gz").read_bytes()
+    for name, data in (("g.json", gzip.decompress(text)), ("g.json.gz", text)):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True)
+        writer.start()
+        result = subprocess.run([sys.executable, "-c", "from pardnn.cli import main; main()", "info", "--json",
+                                 str(fifo)], capture_output=True, text=True, timeout=60)
+        writer.join(timeout=1)
+        assert result.returncode == 0 and '"nodes": 687' in result.stdout, result.stderr
+
+
 def test_unknown_format():
     path = SAMPLES / "pardnn_vgg16.json.gz"
     with pytest.raises(InputError, match=r"pardnn_vgg16.json.gz: unknown input format 'caffe'$"):
