@@ -360,7 +360,7 @@ def cluster_from_dict(d: Any, *, source: str | None = None) -> Cluster:
         raise ClusterError(f"{where}: expected a JSON object with \"format\": \"{CLUSTER_FORMAT}\"")
     if d.get("format") != CLUSTER_FORMAT:
         raise ClusterError(f"{where}: \"format\" is {d.get('format')!r}, expected {CLUSTER_FORMAT!r}")
-    if d.get("version", CLUSTER_VERSION) != CLUSTER_VERSION:
+    if isinstance(d.get("version"), bool) or d.get("version", CLUSTER_VERSION) != CLUSTER_VERSION:
         raise ClusterError(f"{where}: unsupported {CLUSTER_FORMAT} version {d.get('version')!r}")
     _known_keys(d, "cluster", where)
     raw = d.get("devices")

@@ -754,7 +754,7 @@ def graph_from_dict(d: Any, *, source: str | None = None) -> OpGraph:
     if fmt != GRAPH_FORMAT:
         raise GraphError(f"{where}: \"format\" is {fmt!r}, expected {GRAPH_FORMAT!r}")
     version = d.get("version", GRAPH_VERSION)
-    if version != GRAPH_VERSION:
+    if isinstance(version, bool) or version != GRAPH_VERSION:     # (True == 1)
         raise GraphError(f"{where}: unsupported {GRAPH_FORMAT} version {version!r} (this pardnn reads {GRAPH_VERSION})")
     nodes, edges = d.get("nodes"), d.get("edges", [])
     if not isinstance(nodes, list):

@@ -86,7 +86,7 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     if not isinstance(d, dict) or d.get("format") != PLACEMENT_FORMAT:
         got = d.get("format") if isinstance(d, dict) else type(d).__name__
         raise PlacementError(f"{where}: \"format\" is {got!r}, expected {PLACEMENT_FORMAT!r}")
-    if d.get("version", PLACEMENT_VERSION) != PLACEMENT_VERSION:
+    if isinstance(d.get("version"), bool) or d.get("version", PLACEMENT_VERSION) != PLACEMENT_VERSION:
         raise PlacementError(f"{where}: unsupported {PLACEMENT_FORMAT} version {d.get('version')!r}")
     devices = d.get("devices")
     if not isinstance(devices, list) or not devices or not all(isinstance(x, str) for x in devices):

@@ -49,6 +49,7 @@ def test_unlimited_memory_and_heterogeneous_devices():
     ({"bandwidth_bytes_per_us": 0}, "must be positive"),
     ({"links": [[None]]}, "2x2 matrix"),
     ({"format": "pardnn.graph"}, "expected 'pardnn.cluster'"),
+    ({"version": True}, "unsupported pardnn.cluster version True"),     # (True == 1; a bad-input trial)
     # a misspelt key left a device unlimited without a word (a new user's trial): every object is checked
     ({"devices": [{"name": "x", "memroy_bytes": 5}, {"name": "y"}]},
      r"c.json: device 'x': unknown key 'memroy_bytes' \(a device has name, memory_bytes, speed\)"),

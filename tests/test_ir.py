@@ -126,6 +126,8 @@ def test_wrong_format_or_version():
         graph_from_dict({"format": "something", "nodes": []})
     with pytest.raises(GraphError, match="unsupported pardnn.graph version 7"):
         graph_from_dict({"format": "pardnn.graph", "version": 7, "nodes": []})
+    with pytest.raises(GraphError, match="unsupported pardnn.graph version True"):    # (True == 1; a trial)
+        graph_from_dict({"format": "pardnn.graph", "version": True, "nodes": []})
 
 
 def test_unreadable_files_give_input_errors(tmp_path):

@@ -57,6 +57,14 @@ def test_device_out_of_range(tmp_path, g):
         load_placement(_write(tmp_path, {"a": 0, "b": 5, "c/d e": 0}), g)
 
 
+def test_a_version_of_true(tmp_path, g):
+    """True == 1 in Python: a bad-input trial found it read as version 1."""
+    path = _write(tmp_path, {"a": 0, "b": 1, "c/d e": 0})
+    path.write_text(path.read_text().replace('"version": 1', '"version": true'))
+    with pytest.raises(PlacementError, match="unsupported pardnn.placement version True"):
+        load_placement(path, g)
+
+
 def test_a_device_named_twice(tmp_path, g):
     """Found by a bad-input trial: simulate took it, and report failed with a line that named no file."""
     with pytest.raises(PlacementError, match=r"p.json: device name 'x' appears twice in \"devices\""):
