@@ -221,10 +221,27 @@ def load_placement(path: str | Path, g: OpGraph, *, num_devices: int | None = No
     return pl
 
 
-def save_placement(pl: Placement, g: OpGraph, path: str | Path) -> Path:
-    """Write JSON, or ``name device`` text when the name ends in ``.place``."""
+def is_place_text(path: str | Path) -> bool:
+    """Whether ``path`` names ParDNN's ``.place`` text form (else a JSON placement)."""
     p = Path(path)
-    if p.suffix == ".place" or p.name.endswith(".place.gz"):
+    return p.suffix == ".place" or p.name.endswith(".place.gz")
+
+
+def check_place_names(g: OpGraph, path: str | Path) -> None:
+    """Raise a `PlacementError` when a node's name cannot be read back from a ``.place`` line: one with a line
+    break, spaces at either end (a line is stripped) or a leading ``#`` (a comment)."""
+    for name in g.names:
+        if len(name.splitlines()) != 1 or name != name.strip() or name.startswith("#"):
+            raise PlacementError(f"{path}: node {name!r} cannot be written in the .place text form (one line per "
+                                 "name, not starting with '#' nor with spaces at either end); write a JSON "
+                                 "placement instead")
+
+
+def save_placement(pl: Placement, g: OpGraph, path: str | Path) -> Path:
+    """Write JSON, or ``name device`` text when the name ends in ``.place`` (`check_place_names`)."""
+    p = Path(path)
+    if is_place_text(p):
+        check_place_names(g, p)
         lines = [f"{n} {d}" for n, d in zip(g.names, pl.assignment.tolist())]
         return atomic_write(p, "\n".join(lines) + "\n")
     return write_json(p, pl.to_dict(g))

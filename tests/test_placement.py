@@ -35,6 +35,18 @@ def test_place_text_round_trip_splits_at_the_last_space(tmp_path, g):
     assert q.assignment.tolist() == [2, 0, 1]
 
 
+@pytest.mark.parametrize("name", ["b\nc 1", "b\r", "b\u2028c", "b 1 ", " b", "#b"])
+def test_names_a_place_line_cannot_carry_are_refused_not_written(tmp_path, name):
+    """Found by a bad-input trial: partition --place wrote such names, and simulate then read the file as
+    another placement or refused it ('expected name device', 'node 'b 1' is not in graph')."""
+    g = tiny([("a", 1), (name, 1)], [("a", name)])
+    p = Placement(np.array([0, 1]), ("d0", "d1"), g.name)
+    with pytest.raises(PlacementError, match="p.place: node .* cannot be written in the .place text form"):
+        save_placement(p, g, tmp_path / "p.place")
+    assert not (tmp_path / "p.place").exists()
+    assert load_placement(save_placement(p, g, tmp_path / "p.json"), g).same_as(p)     # JSON carries any name
+
+
 def _write(tmp_path, assignment, devices=("x", "y")):
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "pardnn.placement", "version": 1, "graph": "other",

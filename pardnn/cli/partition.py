@@ -14,7 +14,8 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
-from ..placement import Placement, check_costs, costs_of, load_placement, note_batch_size, save_placement
+from ..placement import (Placement, check_costs, check_place_names, costs_of, is_place_text, load_placement,
+                         note_batch_size, save_placement)
 from ..units import format_bytes, format_time
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
@@ -157,6 +158,9 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {input_path}"):
         g = read_input(input_path, fmt, opts)
+    for out in (output, place_path):
+        if out and is_place_text(out):
+            check_place_names(g, out)   # before the work
     t0 = time.perf_counter()
     timings: list = []
     with progress.stage(f"placing {g.num_nodes:,} ops with {method}"):

@@ -201,6 +201,17 @@ def test_inputs_that_may_not_be_read_are_bad_input_and_outputs_behind_them_canno
     assert snapshot(root) == before
 
 
+def test_a_place_output_for_names_it_cannot_carry_is_refused_before_the_work(tmp_path):
+    """Found by a bad-input trial: partition --place wrote a node named 'b 1 ' as 'b 1  0', which simulate
+    then refused ("node 'b 1' is not in graph"); a name with a line break broke the file into two lines."""
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1}, {"name": "b 1 ", "time_us": 1}],
+                                                [("a", "b 1 ")]))
+    before = snapshot(tmp_path)
+    r = pardnn("partition", "g.json", "-k", 2, "-o", "p.json", "--place", "p.place", cwd=tmp_path)
+    assert_one_line_error(r, EXIT_INPUT, "p.place", "node 'b 1 ' cannot be written in the .place text form")
+    assert snapshot(tmp_path) == before
+
+
 def test_a_command_writes_all_its_outputs_or_none(small_graph):
     """partition -o P --place Q where Q cannot be written: P must not appear either."""
     (small_graph / "a_file").write_text("not a directory\n")
