@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pardnn import fileio
 from pardnn.errors import InputError, OutputError
 from pardnn.fileio import (atomic_write, check_writable, onnx_external_locations, output_transaction, read_json,
                            refuse_overwrite)
@@ -78,6 +79,8 @@ def test_a_key_given_twice_in_one_json_object_is_an_input_error(tmp_path):
         read_json(p)
     p.write_text('{"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 1}]}')     # equal keys in different objects
     assert read_json(p) == {"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 1}]}
+    p.write_text('{"x": 1, "x": 2}' + " " * fileio.UNIQUE_KEYS_UP_TO)      # a text too large to check (docs)
+    assert read_json(p) == {"x": 2}
 
 
 def _fifo_reader(path):
