@@ -103,6 +103,8 @@ class MeasuredRun:
                                  f"--measured the run of {placement_source}")
         far = [d.index for d in self.devices
                if d.index is not None and not 0 <= d.index < num_devices and d.measured_us > 0]
+        far += [lane.index for lane in self.lanes
+                if lane.index is not None and not 0 <= lane.index < num_devices and lane.ops]
         if far:
             raise InputError(f"{self.source}: the run used device {far[0]}, but the placement's cluster has "
                              f"{num_devices} devices; give --measured the run of {placement_source}")
@@ -118,7 +120,14 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
-def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
+def _time(t: float | None, where: str) -> float | None:
+    """``t``, refused when negative (a device is never busy for less than no time)."""
+    if t is not None and t < 0:
+        raise InputError(f"{where} is {t:g} us; a measured time is never negative")
+    return t
+
+
+def _per_device(d: dict, source: str) -> tuple[MeasuredDevice, ...]:
     names = d.get("devices") if isinstance(d.get("devices"), list) else []
     per = d.get("per_device")
     out: dict[Any, list] = {}
@@ -134,17 +143,18 @@ def _per_device(d: dict) -> tuple[MeasuredDevice, ...]:
                 idx, name, t = i, None, _number(item)
             if t is None:
                 continue
+            _time(t, f"{source}: per_device[{i}]'s time")
             if name is None and idx is not None and 0 <= idx < len(names):
                 name = names[idx]
             key = idx if idx is not None else str(name)
             slot = out.setdefault(key, [idx, str(name if name is not None else key), 0.0])
             slot[2] += t
     elif isinstance(d.get("stages"), list):
-        for st in d["stages"]:
+        for i, st in enumerate(d["stages"]):
             if not isinstance(st, dict):
                 continue
             idx = st.get("device")
-            t = _number(st.get("compute_us"))
+            t = _time(_number(st.get("compute_us")), f"{source}: stages[{i}].compute_us")
             if not isinstance(idx, int) or isinstance(idx, bool) or t is None:
                 continue
             name = st.get("device_name") or (names[idx] if 0 <= idx < len(names) else f"device {idx}")
@@ -207,13 +217,13 @@ def measured_from_dict(d: Any, *, source: str = "measured run") -> MeasuredRun:
     lanes, no_lanes = _lanes(d, source)
     return MeasuredRun(
         source=source, measured_us=measured, predicted_us=_number(d.get("predicted_us")),
-        whole_model_us=_number(d.get("whole_model_us")),
+        whole_model_us=_time(_number(d.get("whole_model_us")), f"{source}: \"whole_model_us\""),
         steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else None,
         outputs_match=match if isinstance(match, bool) else None,
         max_abs_diff=_number(d.get("max_abs_diff")),
         cost_model=d.get("cost_model") if isinstance(d.get("cost_model"), str) else None,
         backend=d.get("backend") if isinstance(d.get("backend"), str) else None,
-        devices=_per_device(d),
+        devices=_per_device(d, source),
         samples_us=tuple(x for x in (_number(v) for v in samples) if x is not None) if isinstance(samples, list)
         else (),
         lanes=lanes, no_lanes=no_lanes,

@@ -94,6 +94,13 @@ def test_a_measured_run_of_another_placement_is_refused(tmp_path):
         # a negative index (found by a bad-input trial: an internal error, exit 1, IndexError)
         ({"stages": [{"device": -3, "compute_us": 5.0}]}, "run.json: the run used device -3, but"),
         ({"per_device": [{"device": -1, "measured_us": 5.0}]}, "run.json: the run used device -1, but"),
+        # a traced op on a device the cluster lacks, and negative times (the same trial: taken, and shown)
+        ({"measured_timeline": {"devices": [{"device": 3, "ops": [["x", 0, 5]]}]}},
+         "run.json: the run used device 3, but"),
+        ({"per_device": [{"device": 0, "measured_us": -5.0}]},
+         "run.json: per_device[0]'s time is -5 us; a measured time is never negative"),
+        ({"stages": [{"device": 1, "compute_us": -2}]}, "run.json: stages[0].compute_us is -2 us;"),
+        ({"whole_model_us": -1}, 'run.json: "whole_model_us" is -1 us;'),
     ]
     for extra, message in cases:
         m.write_text(json.dumps({"measured_us": 1000.0, **extra}))
