@@ -37,6 +37,24 @@ MAX_LINK_LANES = 16
 MAX_CONNECTORS = 400
 """Cross-device hops of the critical chain drawn as connecting lines, at most."""
 DPI = 100
+MAX_DEVICES_DRAWN = 32
+"""On a cluster of more devices, the timeline, the memory panels and the communication matrix show this many
+(`devices_drawn`), and say so: one lane or panel per device made a 512-device report of a 3-op graph take
+4 minutes and 20 MB."""
+
+
+def devices_drawn(score: np.ndarray, first: np.ndarray | None = None, limit: int = MAX_DEVICES_DRAWN
+                  ) -> tuple[np.ndarray, str]:
+    """All devices when there are at most ``limit``; else the ``limit`` with the largest ``score`` (those in
+    ``first`` before the rest; ties: the lower index), in device order, and a note saying so."""
+    K = score.size
+    if K <= limit:
+        return np.arange(K), ""
+    pri = np.zeros(K, dtype=bool) if first is None else np.isin(np.arange(K), first)
+    keep = np.sort(np.lexsort((np.arange(K), -score, ~pri))[:limit])
+    return keep, f"{limit} of the {K:,} devices are drawn"
+
+
 
 
 def require_matplotlib():
@@ -168,7 +186,13 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
         notes.append(f"{len(used) - MAX_LINK_LANES} of {len(used)} links in use are not drawn (those the critical "
                      f"chain crosses come first, then those carrying the most bytes).")
         used = sorted(keep)
-    lanes = K + len(used)
+    busy = np.bincount(s.device, weights=s.finish_us - s.start_us, minlength=K)
+    shown, note = devices_drawn(busy, np.unique(s.device[marks.ops]))
+    if note:
+        notes.append(f"{note}: those the critical chain runs on, then the busiest.")
+    lane_of_dev = {int(d): i for i, d in enumerate(shown)}
+    D = len(shown)
+    lanes = D + len(used)
     exact = g.num_nodes + len(t) <= EXACT_LIMIT
     if not exact:
         notes.append(f"{g.num_nodes:,} ops and {len(t):,} transfers: each lane shows, per pixel-wide slice of "
@@ -176,8 +200,8 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     edges = np.linspace(0.0, span, BINS + 1)
     # lanes from the top: devices 1.0 apart, then (after a gap) links 0.55 apart
     link_step, gap = 0.55, (0.5 if used else 0.0)
-    top = K + gap + link_step * len(used)
-    ys_lane = [top - 0.5 - d for d in range(K)] + [top - K - gap - link_step * (i + 0.5) for i in range(len(used))]
+    top = D + gap + link_step * len(used)
+    ys_lane = [top - 0.5 - d for d in range(D)] + [top - D - gap - link_step * (i + 0.5) for i in range(len(used))]
 
     def ypos(i: int) -> float:
         return ys_lane[i]
@@ -185,22 +209,22 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     fig = Figure(figsize=(14, 1.5 + 0.42 * top))
     ax = fig.subplots()
     h = 0.78
-    for d in range(K):
+    for i, d in enumerate(shown):
         sel = s.device == d
-        _lane_bars(ax, ypos(d), h, s.start_us[sel], s.finish_us[sel], cat[sel], colors, exact, edges, scale)
+        _lane_bars(ax, ypos(i), h, s.start_us[sel], s.finish_us[sel], cat[sel], colors, exact, edges, scale)
     lane_of_link = {}
     for i, (a, c) in enumerate(used):
-        lane_of_link[(a, c)] = K + i
+        lane_of_link[(a, c)] = D + i
         sel = (t.src_dev == a) & (t.dst_dev == c)
-        _lane_bars(ax, ypos(K + i), link_step * 0.75, t.start_us[sel], t.finish_us[sel],
+        _lane_bars(ax, ypos(D + i), link_step * 0.75, t.start_us[sel], t.finish_us[sel],
                    np.zeros(int(sel.sum()), np.int64), (TRANSFER_COLOR,), exact, edges, scale)
     # the critical chain: a bar along the top of each lane where the chain runs, and its hops
     tol = 0.0 if exact else span / BINS
     ys, x0, x1 = [], [], []
-    for d in range(K):
+    for i, d in enumerate(shown):
         on = marks.ops[s.device[marks.ops] == d]
         a, b = merge_runs(s.start_us[on], s.finish_us[on], tol)
-        ys += [ypos(d) + h / 2 + 0.06] * a.size
+        ys += [ypos(i) + h / 2 + 0.06] * a.size
         x0 += (a / scale).tolist()
         x1 += (np.maximum(b, a + tol) / scale).tolist()
     for (a_dev, c_dev), lane in lane_of_link.items():
@@ -213,12 +237,12 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
         ax.hlines(ys, x0, x1, colors=CHAIN_COLOR, linewidth=2.2)
     if marks.hops and len(marks.hops) <= MAX_CONNECTORS:
         from matplotlib.collections import LineCollection
-        segs = [[(t0 / scale, ypos(d0) + h / 2 + 0.06), (t1 / scale, ypos(d1) + h / 2 + 0.06)]
-                for t0, d0, t1, d1 in marks.hops]
+        segs = [[(t0 / scale, ypos(lane_of_dev[d0]) + h / 2 + 0.06), (t1 / scale, ypos(lane_of_dev[d1]) + h / 2 + 0.06)]
+                for t0, d0, t1, d1 in marks.hops if d0 in lane_of_dev and d1 in lane_of_dev]
         ax.add_collection(LineCollection(segs, colors=CHAIN_COLOR, linewidths=0.8, linestyles="dashed"))
     elif marks.hops:
         notes.append(f"the critical chain crosses devices {len(marks.hops):,} times; the crossings are not drawn.")
-    names = [f"{d}: {cluster.devices[d].name}" for d in range(K)] + [f"link {a} \u2192 {c}" for a, c in used]
+    names = [f"{d}: {cluster.devices[d].name}" for d in shown] + [f"link {a} \u2192 {c}" for a, c in used]
     ax.set_yticks([ypos(i) for i in range(lanes)])
     ax.set_yticklabels(names, fontsize=8)
     ax.set_ylim(-0.1, top + 0.45)
@@ -236,23 +260,34 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     return png_bytes(fig), notes
 
 
-def memory_png(cluster, schedule: Schedule) -> bytes:
-    """Memory over the step, one panel per device, with its capacity and its peak marked."""
+def memory_order(cluster, schedule: Schedule) -> tuple[np.ndarray, str]:
+    """The devices the memory section shows (`devices_drawn`: the fullest, by peak over capacity, or by peak
+    where memory is unlimited), and its note."""
+    cap = cluster.capacity
+    peak = schedule.peak_bytes.astype(np.float64)
+    return devices_drawn(np.where(np.isfinite(cap), peak / np.maximum(cap, 1.0), peak / max(float(peak.max()), 1.0)))
+
+
+def memory_png(cluster, schedule: Schedule, shown: np.ndarray | None = None) -> bytes:
+    """Memory over the step, one panel per device (``shown``; default: every device), with its capacity and its
+    peak marked."""
     Figure = require_matplotlib()
     s = schedule
-    K = cluster.num_devices
+    shown = np.arange(cluster.num_devices) if shown is None else shown
+    K = len(shown)
     span = max(float(s.makespan_us), 1e-9)
     scale, unit = time_unit(span)
     cap = cluster.capacity
-    top = max(float(s.peak_bytes.max()) if K else 0.0, max((c for c in cap if math.isfinite(c)), default=0.0), 1.0)
+    top = max(float(s.peak_bytes[shown].max()) if K else 0.0,
+              max((c for c in cap[shown] if math.isfinite(c)), default=0.0), 1.0)
     bdiv, bunit = byte_unit(top)
     ncols = 1 if K <= 8 else 2
     nrows = math.ceil(K / ncols)
     fig = Figure(figsize=(14, 0.7 + 1.75 * nrows))
     axes = fig.subplots(nrows, ncols, sharex=True, squeeze=False)
     edges = np.linspace(0.0, span, BINS + 1)
-    for d in range(K):
-        ax = axes[d % nrows, d // nrows]
+    for i, d in enumerate(int(x) for x in shown):
+        ax = axes[i % nrows, i // nrows]
         t, b = s.timeline(d)
         if t.size > 2 * BINS:
             env = max_envelope(t, b, edges)
@@ -291,8 +326,10 @@ def memory_png(cluster, schedule: Schedule) -> bytes:
     return png_bytes(fig)
 
 
-def comm_png(names: Sequence[str], nbytes: np.ndarray, count: np.ndarray) -> bytes:
-    """A heat map of bytes sent from each device (rows) to each device (columns), counts annotated."""
+def comm_png(names: Sequence[str], nbytes: np.ndarray, count: np.ndarray,
+             index: Sequence[int] | None = None) -> bytes:
+    """A heat map of bytes sent from each device (rows) to each device (columns), counts annotated; ``index``:
+    the devices' numbers (default 0, 1, ...)."""
     Figure = require_matplotlib()
     K = len(names)
     size = min(2.6 + 0.55 * K, 10.0)
@@ -312,7 +349,7 @@ def comm_png(names: Sequence[str], nbytes: np.ndarray, count: np.ndarray) -> byt
                 dark = hi > 0 and nbytes[a, c] > 0.6 * hi
                 ax.text(c, a, f"{format_bytes(nbytes[a, c])}\n{count[a, c]:,} tx", ha="center", va="center",
                         fontsize=8 if K <= 6 else 6.5, color="white" if dark else "#222222")
-    ticks = [str(i) for i in range(K)]
+    ticks = [str(i) for i in (range(K) if index is None else index)]
     ax.set_xticks(range(K))
     ax.set_xticklabels(ticks)
     ax.set_yticks(range(K))

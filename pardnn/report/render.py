@@ -150,12 +150,16 @@ def _timeline_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
 
 
 def _memory_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
+    shown, note = F.memory_order(cluster, s)
     parts = [para("Memory in use on each device over the step (SPEC §1: persistent bytes, live outputs, received "
                   "copies and the running op's scratch), against its capacity (dashed). The triangle marks the peak; "
                   "the tables list the largest allocations alive at that instant."),
-             png_img(F.memory_png(cluster, s), "memory over time per device", fig_id="memory-plot")]
+             png_img(F.memory_png(cluster, s, shown), "memory over time per device", fig_id="memory-plot")]
+    if note:
+        parts.append(para(f"{note}, here and in the tables: the fullest, by peak over capacity (the summary's "
+                          "table lists every device's peak).", "note"))
     blocks = []
-    for d in range(cluster.num_devices):
+    for d in shown.tolist():
         items, n, total = top_live(g, s, d, TOP_TENSORS)
         rows = [[Cell(it.name, cls="name"), Cell(it.kind, cls="l"), Cell(format_bytes(it.bytes), value=it.bytes),
                  f"{format_time(it.alloc_us)} \u2013 {format_time(it.free_us)}"] for it in items]
@@ -173,11 +177,12 @@ def _memory_section(g: OpGraph, cluster: Cluster, s: Schedule) -> str:
 def _comm_section(cluster: Cluster, s: Schedule) -> str:
     K = cluster.num_devices
     nbytes, count = comm_matrix(s)
-    head = [Cell("from \\ to", cls="l", header=True)] + [str(c) for c in range(K)] + ["sent"]
+    shown, note = F.devices_drawn((nbytes.sum(axis=0) + nbytes.sum(axis=1)).astype(np.float64))
+    head = [Cell("from \\ to", cls="l", header=True)] + [str(c) for c in shown] + ["sent"]
     rows = []
-    for a in range(K):
+    for a in shown.tolist():
         row: list[Any] = [Cell(f"{a}: {cluster.devices[a].name}", cls="l")]
-        for c in range(K):
+        for c in shown.tolist():
             if a == c:
                 row.append("")
                 continue
@@ -185,13 +190,19 @@ def _comm_section(cluster: Cluster, s: Schedule) -> str:
                             value=f"{int(nbytes[a, c])}/{int(count[a, c])}"))
         row.append(format_bytes(nbytes[a].sum()))
         rows.append(row)
-    rows.append([Cell("received", cls="l")] + [format_bytes(nbytes[:, c].sum()) for c in range(K)] +
+    rows.append([Cell("received", cls="l")] + [format_bytes(nbytes[:, c].sum()) for c in shown] +
                 [format_bytes(nbytes.sum())])
     parts = [para("Bytes and number of transfers from each device (rows) to each device (columns). A tensor "
                   "crosses once per destination device, however many ops there read it."),
              table(head, rows, attrs=' id="comm-matrix"')]
+    if note:
+        parts.append(para(f"{note}, here and in the heat map: those that send and receive the most bytes (the "
+                          "\"sent\" and \"received\" totals count every device).", "note"))
     if K > 1:
-        parts.append(png_img(F.comm_png(cluster.names, nbytes, count), "communication matrix", fig_id="comm-plot"))
+        sub = np.ix_(shown, shown)
+        parts.append(png_img(F.comm_png([cluster.names[d] for d in shown], nbytes[sub], count[sub],
+                                        [int(d) for d in shown]),
+                             "communication matrix", fig_id="comm-plot"))
     return section("communication", "Communication", *parts)
 
 
