@@ -644,13 +644,19 @@ def test_without_allocator_statistics_the_run_says_so_instead_of_reporting_zero(
     assert mem["predicted_single_device_peak_bytes"] > 0
 
 
-def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel, tmp_path):
+def _scattered_on_3(model, tmp_path):
+    """The model imported, a placement scattering it on 3 devices, and that placement's file."""
     from pardnn.frontends.tensorflow import import_tensorflow
 
-    imp = import_tensorflow(cnn_savedmodel)
+    imp = import_tensorflow(model)
     pl = scattered(imp.graph, 3)
     placement = tmp_path / "p.json"
     save_placement(pl, imp.graph, placement)
+    return imp, pl, placement
+
+
+def test_pardnn_rewrite_writes_a_placed_savedmodel_users_can_load(cnn_savedmodel, tmp_path):
+    imp, pl, placement = _scattered_on_3(cnn_savedmodel, tmp_path)
     res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
                                    str(tmp_path / "placed"), "--device-kind", "cpu", "--json"])
     assert res.exit_code == 0, res.output
@@ -681,13 +687,9 @@ def test_a_placed_savedmodel_for_a_cluster_keeps_its_task_devices(cnn_savedmodel
     with exit code 5, "was explicitly assigned to /job:worker/... but available devices are
     [ /job:localhost/... ]": the variables are saved in a session of this process, which has no such job. They
     are now saved on local CPUs, and the SavedModel names the cluster's devices."""
-    from pardnn.frontends.tensorflow import import_tensorflow
     from pardnn.frontends.tensorflow._tf import saved_model_pb2
 
-    imp = import_tensorflow(cnn_savedmodel)
-    pl = scattered(imp.graph, 3)
-    placement = tmp_path / "p.json"
-    save_placement(pl, imp.graph, placement)
+    imp, pl, placement = _scattered_on_3(cnn_savedmodel, tmp_path)
     res = CliRunner().invoke(cli, ["-q", "rewrite", str(cnn_savedmodel), str(placement), "-o",
                                    str(tmp_path / "tasks"), "--tasks", "2", "--json"])
     assert res.exit_code == 0, res.output
