@@ -20,15 +20,13 @@ import only `pardnn.frontends.options` and the core, never this module.
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import logging
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pardnn.errors import InputError, MissingDependencyError
-from pardnn.fileio import read_json
+from pardnn.fileio import read_head, read_json
 from pardnn.ir import GRAPH_FORMAT, OpGraph, graph_from_dict
 from pardnn.progress import substage
 
@@ -100,33 +98,19 @@ def _detect_format(p: Path) -> str:
     if name.endswith((".json", ".json.gz")):
         if not p.is_file():     # a FIFO: what is read to tell would be gone for the reader (--format msr)
             return "pardnn"
-        head = _head(p, 4096)
+        head = read_head(p, 4096).decode("utf-8", "replace")
         if '"pardnn.graph"' in head[:200]:
             return "pardnn"
         if '"maxSizePerFPGA"' in head or '"maxFPGAs"' in head:
             return "msr"
         return "pardnn"
     if name.endswith((".txt", ".txt.gz")) and p.is_file():
-        head = _head(p, 2048)
+        head = read_head(p, 2048).decode("utf-8", "replace")
         if " -- " in head and "forward_compute_time=" in head:
             return "pipedream"
     raise InputError(f"{p}: cannot tell the format from the name; expected a pardnn.graph .json[.gz], "
                      "a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, an .onnx model, a PipeDream graph.txt, "
                      "an MSR .json or a ParDNN .dot")
-
-
-def _head(p: Path, n: int) -> str:
-    """The first ``n`` bytes of the file (of its content, for a gzip file), read without the rest (a 200k-op
-    graph's file was read and gunzipped twice); "" where that fails, for the reader to say why."""
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read(n)
-            if p.suffix == ".gz" or raw[:2] == b"\x1f\x8b":
-                fh.seek(0)
-                raw = gzip.GzipFile(fileobj=fh).read(n)
-    except (OSError, EOFError, zlib.error):
-        return ""
-    return raw.decode("utf-8", "replace")
 
 
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:

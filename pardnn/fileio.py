@@ -26,6 +26,7 @@ import re
 import stat
 import sys
 import tempfile
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,21 @@ def read_bytes(path: str | os.PathLike) -> bytes:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise InputError(f"{p}: not a valid gzip file ({exc})") from None
+    return raw
+
+
+def read_head(path: str | os.PathLike, n: int) -> bytes:
+    """The first ``n`` bytes of the file, gunzipped as `read_bytes` does, without reading the rest (telling a
+    200k-op graph file's format read and gunzipped it whole); b"" where that fails, for its reader to say why."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(n)
+            if _is_gzip(p) or raw[:2] == b"\x1f\x8b":
+                fh.seek(0)
+                raw = gzip.GzipFile(fileobj=fh).read(n)
+    except (OSError, EOFError, zlib.error):
+        return b""
     return raw
 
 

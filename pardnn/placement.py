@@ -174,8 +174,9 @@ def note_batch_size(made: Any, graph_meta: dict, where: str, doing: str) -> None
 
 
 MAX_DEVICES = 4096
-_DEVICE_INDEX = re.compile(r"-?[0-9]+")
 """The most devices a ``.place`` file may name without a cluster to say how many (as ``--devices`` allows)."""
+_DEVICE_INDEX = re.compile(r"-?[0-9]+")
+"""A ``.place`` line's device: ASCII digits, a minus for the range error (`int` also reads '1_0' and '+1')."""
 
 
 def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,

@@ -56,7 +56,6 @@ def devices_drawn(score: np.ndarray, first: np.ndarray | None = None, limit: int
 
 
 
-
 def require_matplotlib():
     """The `matplotlib.figure.Figure` class, or `MissingDependencyError` (exit code 6)."""
     try:
@@ -326,12 +325,11 @@ def memory_png(cluster, schedule: Schedule, shown: np.ndarray | None = None) -> 
     return png_bytes(fig)
 
 
-def comm_png(names: Sequence[str], nbytes: np.ndarray, count: np.ndarray,
-             index: Sequence[int] | None = None) -> bytes:
+def comm_png(index: Sequence[int], nbytes: np.ndarray, count: np.ndarray) -> bytes:
     """A heat map of bytes sent from each device (rows) to each device (columns), counts annotated; ``index``:
-    the devices' numbers (default 0, 1, ...)."""
+    the devices' numbers, in the matrices' order."""
     Figure = require_matplotlib()
-    K = len(names)
+    K = len(index)
     size = min(2.6 + 0.55 * K, 10.0)
     fig = Figure(figsize=(size + 1.4, size))
     ax = fig.subplots()
@@ -349,7 +347,7 @@ def comm_png(names: Sequence[str], nbytes: np.ndarray, count: np.ndarray,
                 dark = hi > 0 and nbytes[a, c] > 0.6 * hi
                 ax.text(c, a, f"{format_bytes(nbytes[a, c])}\n{count[a, c]:,} tx", ha="center", va="center",
                         fontsize=8 if K <= 6 else 6.5, color="white" if dark else "#222222")
-    ticks = [str(i) for i in (range(K) if index is None else index)]
+    ticks = [str(i) for i in index]
     ax.set_xticks(range(K))
     ax.set_xticklabels(ticks)
     ax.set_yticks(range(K))

@@ -200,9 +200,8 @@ def _comm_section(cluster: Cluster, s: Schedule) -> str:
                           "\"sent\" and \"received\" totals count every device).", "note"))
     if K > 1:
         sub = np.ix_(shown, shown)
-        parts.append(png_img(F.comm_png([cluster.names[d] for d in shown], nbytes[sub], count[sub],
-                                        [int(d) for d in shown]),
-                             "communication matrix", fig_id="comm-plot"))
+        parts.append(png_img(F.comm_png(shown.tolist(), nbytes[sub], count[sub]), "communication matrix",
+                             fig_id="comm-plot"))
     return section("communication", "Communication", *parts)
 
 
