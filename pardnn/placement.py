@@ -25,6 +25,29 @@ PLACEMENT_FORMAT = "pardnn.placement"
 PLACEMENT_VERSION = 1
 
 
+def device_indices(values: Any) -> np.ndarray:
+    """``values`` (an array or a list, one device index per node id) as an int64 array.
+
+    A `PlacementError` where it is not one whole number per node: a 2-D array, or a value such as 1.9 or
+    NaN, which a plain ``astype(np.int64)`` would truncate to another device without a word.
+
+    >>> device_indices([0, 1.0]).tolist()
+    [0, 1]
+    """
+    a = np.asarray(values)
+    if a.ndim != 1:
+        raise PlacementError(f"a placement is one device index per node (a 1-D array), got shape {a.shape}")
+    if a.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            odd = np.flatnonzero(~np.isfinite(a) | (a != np.trunc(a)))
+        if odd.size:
+            v = int(odd[0])
+            raise PlacementError(f"node id {v} is placed on device {float(a[v])!r}; a device is a whole number")
+    elif a.dtype.kind not in "iu":
+        raise PlacementError(f"a placement's devices are whole numbers, got an array of {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
 @dataclass(frozen=True, eq=False)
 class Placement:
     """Device index of every node (``assignment[v]`` for node id ``v``)."""
@@ -36,7 +59,7 @@ class Placement:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        a = np.asarray(self.assignment, dtype=np.int64)
+        a = device_indices(self.assignment)
         object.__setattr__(self, "assignment", a)
         object.__setattr__(self, "devices", tuple(self.devices))
         if a.size and (a.min() < 0 or a.max() >= len(self.devices)):

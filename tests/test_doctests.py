@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.api",
+MODULES = ["pardnn.ir", "pardnn.analysis", "pardnn.units", "pardnn.cluster", "pardnn.placement", "pardnn.api",
            "pardnn.frontends.synthetic", "pardnn.frontends.common", "pardnn.frontends.roofline",
            "pardnn.report.timeline", "pardnn.report.summary", "pardnn.report.html", "pardnn.report.measured",
            "pardnn.calibration", "pardnn.cli.run", "pardnn.bounds", "pardnn.passes._cuts"]

@@ -3,7 +3,9 @@ import json
 import numpy as np
 import pytest
 
+from pardnn.cluster import Cluster
 from pardnn.errors import PlacementError
+from pardnn.machine import simulate
 from pardnn.placement import Placement, load_placement, save_placement
 
 from .helpers import tiny
@@ -96,3 +98,17 @@ def test_place_text_errors(tmp_path, g):
         path.write_text(f"a 0\nb {dev}\nc/d e 0\n")
         with pytest.raises(PlacementError, match="bad.place:2: device of 'b' must be an integer"):
             load_placement(path, g)
+
+
+@pytest.mark.parametrize("values, match", [
+    (np.array([0.0, 1.9, 0.0]), "node id 1 is placed on device 1.9; a device is a whole number"),
+    (np.array([0.0, np.nan, 0.0]), "node id 1 is placed on device nan"),
+    (np.array([True, False, True]), "whole numbers, got an array of bool"),
+    (np.zeros((3, 1), dtype=np.int64), r"1-D array\), got shape \(3, 1\)"),
+])
+def test_a_device_that_is_not_one_whole_number_per_node_is_refused_not_truncated(g, values, match):
+    with pytest.raises(PlacementError, match=match):
+        Placement(values, ("/device:GPU:0", "/device:GPU:1"), g.name)
+    with pytest.raises(PlacementError, match=match):
+        simulate(g, Cluster.homogeneous(2), values)
+    assert Placement(np.array([0.0, 1.0, 1.0]), ("x", "y")).assignment.tolist() == [0, 1, 1]

@@ -33,7 +33,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import PlacementError
 from ..ir import OpGraph
-from ..placement import Placement
+from ..placement import Placement, device_indices
 from ..units import format_bytes
 from .._jit import njit
 from .kernel import run_kernel
@@ -262,7 +262,7 @@ class Schedule:
 
 
 def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> np.ndarray:
-    dev = placement.assignment if isinstance(placement, Placement) else np.asarray(placement, dtype=np.int64)
+    dev = placement.assignment if isinstance(placement, Placement) else device_indices(placement)
     if dev.shape != (g.num_nodes,):
         raise PlacementError(f"placement has {dev.size} entries but graph {g.name!r} has {g.num_nodes} nodes")
     K = cluster.num_devices
