@@ -106,8 +106,11 @@ class Cluster:
             if not SPEED_RANGE[0] <= d.speed <= SPEED_RANGE[1]:
                 raise ClusterError(f"device {d.name!r}: speed must be from {SPEED_RANGE[0]:g} to "
                                    f"{SPEED_RANGE[1]:g}, got {d.speed:g}")
-            if d.memory_bytes is not None and d.memory_bytes < 0:
-                raise ClusterError(f"device {d.name!r}: memory_bytes must be non-negative")
+            m = d.memory_bytes
+            if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float, np.integer, np.floating))
+                                  or not m >= 0):     # not >=: NaN, which compares false and was no limit at all
+                raise ClusterError(f"device {d.name!r}: memory_bytes must be a non-negative number of bytes or "
+                                   f"None (unlimited), got {m!r}")
         if self.links is not None:
             K = len(self.devices)
             if len(self.links) != K or any(len(row) != K for row in self.links):

@@ -41,6 +41,15 @@ def test_unlimited_memory_and_heterogeneous_devices():
     assert c.with_memory(100).capacity.tolist() == [100, 100]
 
 
+@pytest.mark.parametrize("memory", [float("nan"), "1GiB", True, -1])
+def test_a_memory_that_is_not_a_byte_count_is_refused_from_python(memory):
+    """A library trial: ``Cluster.homogeneous(2, memory_bytes=float("nan"))`` made a cluster whose NaN
+    capacity no peak ever exceeded (a partition "fit" anywhere), and ``"1GiB"`` raised a bare TypeError."""
+    with pytest.raises(ClusterError, match=r"device '/device:GPU:0': memory_bytes must be a non-negative number"):
+        Cluster.homogeneous(2, memory_bytes=memory)
+    assert Cluster.homogeneous(1, memory_bytes=np.int64(5)).capacity.tolist() == [5.0]
+
+
 @pytest.mark.parametrize("patch, message", [
     ({"devices": []}, "non-empty list"),
     ({"devices": [{"name": "x", "speed": 0}]}, "speed must be positive"),
