@@ -43,6 +43,10 @@ class PardnnOptions:
     pipeline: str | None = None
     """A pipeline spec that replaces the one the options above describe (``pardnn partition --pipeline``)."""
 
+    def __post_init__(self) -> None:
+        if self.effort not in SEEDS:    # as the refine pass says it (a bare KeyError came out of default_spec)
+            raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
+
 
 def default_spec(options: PardnnOptions | None = None) -> str:
     """The pipeline spec the options describe (see `pardnn.pipeline.parse_pipeline`).

@@ -52,6 +52,12 @@ def test_options_reach_the_pipeline_and_baselines_take_none():
         partition(g, c, method="nope")
 
 
+def test_an_unknown_effort_is_named_when_the_options_are_made():
+    """A library trial: ``PardnnOptions(effort="hard")`` reached `partition` and came out as ``KeyError: 'hard'``."""
+    with pytest.raises(ValueError, match="unknown effort 'hard'; choose fast, default, best"):
+        PardnnOptions(effort="hard")
+
+
 def test_pins_outside_the_cluster_are_bad_input():
     g = diamond(b={"pinned": 3})
     with pytest.raises(InputError, match=r"node 'b' is pinned to device 3, but the cluster has 2 devices"):
