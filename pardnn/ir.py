@@ -510,13 +510,17 @@ class GraphBuilder:
         if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 0
                                    or pinned > MAX_PIN):
             raise GraphError(f"{where}: pinned must be a device index (0 .. {MAX_PIN}) or null, got {pinned!r}")
+        # every check before the first append: a refused node leaves the builder as it was
+        time = _check_number(time_us, "time_us", where, integer=False)
+        temp = _check_number(temp_bytes, "temp_bytes", where, integer=True)
+        pers = _check_number(persistent_bytes, "persistent_bytes", where, integer=True)
         vid = len(self._names)
         self._index[name] = vid
         self._names.append(name)
         self._ops.append(str(op) if op is not None else "")
-        self._time.append(_check_number(time_us, "time_us", where, integer=False))
-        self._temp.append(_check_number(temp_bytes, "temp_bytes", where, integer=True))
-        self._pers.append(_check_number(persistent_bytes, "persistent_bytes", where, integer=True))
+        self._time.append(time)
+        self._temp.append(temp)
+        self._pers.append(pers)
         self._outputs.append(outs)
         self._coloc.append(colocation)
         self._pinned.append(-1 if pinned is None else pinned)

@@ -109,6 +109,21 @@ def test_bad_costs_name_the_node(node, message):
         graph_from_dict({"format": "pardnn.graph", "version": 1, "nodes": [node], "edges": []}, source="g.json")
 
 
+def test_a_refused_node_leaves_the_builder_as_it_was():
+    """A library trial: after ``add_node("z", time_us=-1)`` raised, "z" was registered without a time, so
+    adding it again was a "duplicate node name" and `build` failed with numpy's "out is the wrong size"."""
+    b = GraphBuilder("g")
+    b.add_node("a", time_us=1.0)
+    for bad in ({"time_us": -1}, {"temp_bytes": "big"}, {"persistent_bytes": float("nan")}):
+        with pytest.raises(GraphError, match="node 'z'"):
+            b.add_node("z", **bad)
+    assert "z" not in b and len(b) == 1
+    b.add_node("z", time_us=2.0)
+    b.add_edge("a", "z")
+    g = b.build()
+    assert g.names == ("a", "z") and g.time_us.tolist() == [1.0, 2.0]
+
+
 def test_dangling_edge_names_the_unknown_node():
     d = {"format": "pardnn.graph", "nodes": [{"name": "a"}], "edges": [{"src": "a", "dst": "ghost"}]}
     with pytest.raises(GraphError, match="g.json: edge 'a' -> 'ghost': unknown destination node 'ghost'"):
