@@ -437,11 +437,16 @@ class OpGraph:
 # Building graphs
 # ---------------------------------------------------------------------------
 
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
+_FLOAT_TYPES = (float, np.floating)
+
+
 def _check_number(value: Any, what: str, where: str, *, integer: bool) -> float | int:
-    """A non-negative finite number within its field's limit (`MAX_BYTES` for bytes, `MAX_TIME_US` for times)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A non-negative finite number within its field's limit (`MAX_BYTES` for bytes, `MAX_TIME_US` for times);
+    numpy's numbers too (``np.float32(1.5)``, ``np.int64(8)``: what a graph built from arrays holds)."""
+    if isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES):
         raise GraphError(f"{where}: {what} must be a number, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value) or value < 0:
+    if isinstance(value, _FLOAT_TYPES) and not math.isfinite(value) or value < 0:
         raise GraphError(f"{where}: {what} must be a non-negative number, got {value!r}")
     limit = MAX_BYTES if integer else MAX_TIME_US
     if value > limit:
@@ -501,14 +506,14 @@ class GraphBuilder:
         where = self._where(f"node {name!r}")
         if output_bytes is None:
             outs: list[int] = []
-        elif isinstance(output_bytes, (list, tuple)):
+        elif isinstance(output_bytes, (list, tuple)) or isinstance(output_bytes, np.ndarray) and output_bytes.ndim:
             outs = [_check_number(b, "output_bytes", where, integer=True) for b in output_bytes]
         else:
             outs = [_check_number(output_bytes, "output_bytes", where, integer=True)]
         if colocation is not None and not isinstance(colocation, str):
             raise GraphError(f"{where}: colocation must be a group name or null, got {colocation!r}")
-        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, int) or pinned < 0
-                                   or pinned > MAX_PIN):
+        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, (int, np.integer))
+                                   or pinned < 0 or pinned > MAX_PIN):
             raise GraphError(f"{where}: pinned must be a device index (0 .. {MAX_PIN}) or null, got {pinned!r}")
         # every check before the first append: a refused node leaves the builder as it was
         time = _check_number(time_us, "time_us", where, integer=False)
@@ -523,7 +528,7 @@ class GraphBuilder:
         self._pers.append(pers)
         self._outputs.append(outs)
         self._coloc.append(colocation)
-        self._pinned.append(-1 if pinned is None else pinned)
+        self._pinned.append(-1 if pinned is None else int(pinned))
         self._node_extra.append(extra or None)
         return vid
 
@@ -532,14 +537,14 @@ class GraphBuilder:
         s = self._resolve(src, "source", src, dst)
         d = self._resolve(dst, "destination", src, dst)
         where = self._where(f"edge {self._names[s]!r} -> {self._names[d]!r}")
-        if isinstance(port, bool) or not isinstance(port, int) or port < 0 or port > MAX_PORT:
+        if isinstance(port, bool) or not isinstance(port, (int, np.integer)) or port < 0 or port > MAX_PORT:
             raise GraphError(f"{where}: port must be an integer from 0 to {MAX_PORT}, got {port!r}")
         if not isinstance(control, bool):
             raise GraphError(f"{where}: control must be true or false, got {control!r}")
         nbytes = -1 if bytes is None or control else _check_number(bytes, "bytes", where, integer=True)
         self._src.append(s)
         self._dst.append(d)
-        self._port.append(0 if control else port)
+        self._port.append(0 if control else int(port))
         self._bytes.append(0 if control else nbytes)
         self._ctrl.append(control)
         self._edge_extra.append(extra or None)

@@ -124,6 +124,22 @@ def test_a_refused_node_leaves_the_builder_as_it_was():
     assert g.names == ("a", "z") and g.time_us.tolist() == [1.0, 2.0]
 
 
+def test_numpy_numbers_are_numbers_to_the_builder():
+    """A library trial: a graph built from numpy arrays was refused, ``time_us must be a number, got
+    np.float32(1.0)`` (likewise ``np.int64`` bytes, pins and ports, and an array of output sizes)."""
+    b = GraphBuilder("np")
+    b.add_node("x", time_us=np.float32(1.5), output_bytes=np.array([8, 16]), pinned=np.int64(1))
+    b.add_node("y", time_us=np.float64(2.0), output_bytes=np.int64(4), temp_bytes=np.int32(3))
+    b.add_edge("x", "y", port=np.int64(1), bytes=np.uint8(16))
+    g = b.build()
+    assert g.time_us.tolist() == [1.5, 2.0] and g.port_bytes.tolist() == [8, 16, 4] and g.pinned.tolist() == [1, -1]
+    assert g.edge_port.tolist() == [1] and g.edge_bytes.tolist() == [16] and g.temp_bytes.tolist() == [0, 3]
+    with pytest.raises(GraphError, match="node 'z': time_us must be a non-negative number, got np.float32"):
+        b.add_node("z", time_us=np.float32("nan"))
+    with pytest.raises(GraphError, match="node 'z': output_bytes must be a number, got np.True_"):
+        b.add_node("z", output_bytes=np.bool_(True))
+
+
 def test_dangling_edge_names_the_unknown_node():
     d = {"format": "pardnn.graph", "nodes": [{"name": "a"}], "edges": [{"src": "a", "dst": "ghost"}]}
     with pytest.raises(GraphError, match="g.json: edge 'a' -> 'ghost': unknown destination node 'ghost'"):
