@@ -32,3 +32,20 @@ class FrontendOptions:
     """Roofline device preset for estimated op times (see `pardnn.frontends.roofline`)."""
     keep_unexecuted: bool = False
     """ParDNN DOT: keep ops a training step never runs."""
+
+    def __post_init__(self) -> None:
+        """The checks the command line's flags make (``--batch-size`` and ``--dim`` at least 1, ``--profile`` at
+        least 0), for options made in Python: a batch of -1 was otherwise found deep in an import, as "running
+        the model to measure it failed: negative dimensions are not allowed", and a batch of 0 imported."""
+        def whole(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        if self.batch_size is not None and not (whole(self.batch_size) and self.batch_size >= 1):
+            raise ValueError(f"FrontendOptions: batch_size must be a whole number at least 1 or None, "
+                             f"got {self.batch_size!r}")
+        if not (whole(self.profile_steps) and self.profile_steps >= 0):
+            raise ValueError(f"FrontendOptions: profile_steps must be a whole number at least 0, "
+                             f"got {self.profile_steps!r}")
+        for key, value in dict(self.dims).items():
+            if not (whole(value) and value >= 1):
+                raise ValueError(f"FrontendOptions: dims[{key!r}] must be a whole number at least 1, got {value!r}")

@@ -22,6 +22,21 @@ def test_formats_in_cli_order():
     assert FORMATS == ("pardnn", "msr", "pipedream", "pardnn-dot", "savedmodel", "graphdef", "keras", "onnx")
 
 
+@pytest.mark.parametrize("options, match", [
+    ({"batch_size": 0}, "batch_size must be a whole number at least 1 or None, got 0"),
+    ({"batch_size": -1}, "batch_size must be a whole number at least 1 or None, got -1"),
+    ({"batch_size": 2.5}, "batch_size must be"),
+    ({"profile_steps": -3}, "profile_steps must be a whole number at least 0, got -3"),
+    ({"dims": {"seq": 0}}, r"dims\['seq'\] must be a whole number at least 1, got 0"),
+])
+def test_options_made_in_python_are_checked_as_the_flags_are(options, match):
+    """A library trial: ``FrontendOptions(batch_size=-1)`` reached the ONNX import, which failed much later
+    ("negative dimensions are not allowed"); ``batch_size=0`` imported a graph of empty tensors."""
+    with pytest.raises(ValueError, match=match):
+        FrontendOptions(**options)
+    assert FrontendOptions(batch_size=1, profile_steps=0, dims={"seq": 32}).dims == {"seq": 32}
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_loader_exists(fmt):
     frontend = FRONTENDS[fmt]
