@@ -30,6 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..analysis import topological_order
 from ..cluster import Cluster
 from ..errors import PlacementError
 from ..ir import OpGraph
@@ -484,6 +485,7 @@ def _with_device(s: Schedule, dev: np.ndarray) -> Schedule:
 
 
 def _simulate(g: OpGraph, cluster: Cluster, dev: np.ndarray, memory: bool) -> Schedule:
+    topological_order(g)    # (cached) a cycle, in a graph built with verify=False, is a GraphError naming a node
     K = cluster.num_devices
     run = run_kernel(g, cluster, dev, memory)
     order = np.lexsort((run.tr_dst, run.tr_pid))                 # canonical: producer, port, destination

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pardnn.analysis import critical_path
 from pardnn.cluster import Cluster, Device, Link
-from pardnn.errors import PlacementError
+from pardnn.errors import GraphError, PlacementError
 from pardnn.ir import GraphBuilder
 from pardnn.machine import simulate, single_device_peak
 
@@ -380,6 +380,19 @@ def test_a_remembered_schedule_comes_back_with_the_callers_array_and_nothing_wor
     assert s2.makespan_us == s1.makespan_us and s2.start_us is s1.start_us
     assert [v.message for v in s2.violations] == [v.message for v in s1.violations] and not s2.feasible
     assert np.array_equal(s2.memory.bytes, s1.memory.bytes)
+
+
+def test_a_graph_with_a_cycle_is_refused_not_simulated():
+    """A library trial: a cyclic graph built with ``verify=False`` simulated to a 0 us step, feasible, with no
+    op run; now the simulator names a node on the cycle, as `verify` and the partitioner's passes do."""
+    b = GraphBuilder("cyc")
+    for n in "pqr":
+        b.add_node(n, time_us=1.0)
+    for u, v in ("pq", "qr", "rp"):
+        b.add_edge(u, v)
+    g = b.build(verify=False)
+    with pytest.raises(GraphError, match="graph 'cyc' has a cycle through node 'p'"):
+        simulate(g, cluster(1), [0, 0, 0])
 
 
 def test_placement_out_of_range_is_rejected():
