@@ -58,6 +58,17 @@ def test_an_unknown_effort_is_named_when_the_options_are_made():
         PardnnOptions(effort="hard")
 
 
+@pytest.mark.parametrize("field, value", [("refine_evals", -1), ("refine_evals", 2.5), ("refine_evals", True),
+                                          ("comm_weight", -1.0), ("comm_weight", float("nan")),
+                                          ("comm_weight", float("inf")), ("comm_weight", "1")])
+def test_options_out_of_range_are_refused_naming_the_field(field, value):
+    """``refine_evals=-1`` and ``comm_weight=-1`` or NaN were taken and partitioned with some budget or weight;
+    the command line refuses them (``--refine-evals`` is ``IntRange(min=0)``)."""
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        PardnnOptions(**{field: value})
+    PardnnOptions(refine_evals=0, comm_weight=0)     # the edges are valid
+
+
 def test_pins_outside_the_cluster_are_bad_input():
     g = diamond(b={"pinned": 3})
     with pytest.raises(InputError, match=r"node 'b' is pinned to device 3, but the cluster has 2 devices"):
