@@ -16,6 +16,7 @@ from .cluster import Cluster
 from .errors import InfeasibleError, InputError
 from .ir import OpGraph
 from .machine import Schedule, simulate
+from .machine.schedule import check_arguments
 from .methods import DEFAULT_METHOD, METHODS, method_names
 from .placement import Placement
 from .progress import Progress
@@ -127,6 +128,7 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
     pass timings are appended to ``timings`` when a list is given. ``source``
     (the graph's file) starts the message of an input error.
     """
+    check_arguments(g, cluster, "partition")
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
     bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)

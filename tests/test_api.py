@@ -124,3 +124,17 @@ def test_a_placement_made_twice_through_the_api_saves_the_same_bytes(tmp_path):
         assert [t.name for t in timings] == plan.meta["passes"]      # the times are the caller's, not the file's
         paths.append(save_placement(plan, g, tmp_path / f"p{i}.json") or tmp_path / f"p{i}.json")
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+@pytest.mark.parametrize("call", ["partition", "simulate"])
+def test_a_path_or_a_count_where_a_graph_or_cluster_goes_is_a_type_error_that_says_what(call):
+    """A library trial: ``partition("g.json.gz", c)`` said ``'str' object has no attribute 'pinned'``."""
+    g, c = diamond(), Cluster.homogeneous(2)
+    fn = partition if call == "partition" else (lambda g, c: simulate(g, c, np.zeros(4, dtype=np.int64)))
+    with pytest.raises(TypeError, match=rf"^{call}: the graph must be an OpGraph \(read the file with "
+                                        r"pardnn.load_graph\(path\)\), got str"):
+        fn("g.json.gz", c)
+    with pytest.raises(TypeError, match=rf"^{call}: the cluster must be a Cluster \(Cluster.homogeneous\(k\)"):
+        fn(g, 2)
+    with pytest.raises(TypeError, match=rf"^{call}: the graph must be an OpGraph, got NoneType"):
+        fn(None, c)

@@ -24,6 +24,7 @@ rules a placement breaks), so none of them needs the kernel's layout.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -262,6 +263,17 @@ class Schedule:
         return m.subset(np.flatnonzero(alive))
 
 
+def check_arguments(g: object, cluster: object, fn: str) -> None:
+    """A `TypeError` naming ``fn``'s argument where ``g`` is no `OpGraph` or ``cluster`` no `Cluster` (a path
+    given for the graph came out as ``'str' object has no attribute 'pinned'``)."""
+    if not isinstance(g, OpGraph):
+        hint = " (read the file with pardnn.load_graph(path))" if isinstance(g, (str, bytes, os.PathLike)) else ""
+        raise TypeError(f"{fn}: the graph must be an OpGraph{hint}, got {type(g).__name__}")
+    if not isinstance(cluster, Cluster):
+        hint = " (Cluster.homogeneous(k) makes k devices)" if isinstance(cluster, int) else ""
+        raise TypeError(f"{fn}: the cluster must be a Cluster{hint}, got {type(cluster).__name__}")
+
+
 def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> np.ndarray:
     dev = placement.assignment if isinstance(placement, Placement) else device_indices(placement)
     if dev.shape != (g.num_nodes,):
@@ -450,6 +462,7 @@ def simulate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray, *,
     call's schedule again (a new `Schedule` whose ``device`` is this call's array, its other arrays the
     same read-only ones) without simulating.
     """
+    check_arguments(g, cluster, "simulate")
     dev = _as_assignment(g, cluster, placement)
     key = digest(dev, cluster.num_devices)      # then whole arrays compared only where the digests match
     with _RECENT_LOCK:      # refinement's searches simulate on several threads at once
