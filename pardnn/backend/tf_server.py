@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -55,12 +56,17 @@ def parse_cores(text: str) -> tuple[int, ...]:
     ((0, 2, 3), ())
     """
     out: list[int] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and (not hi.isdigit() or int(hi) < int(lo))):
+    if not text.strip():
+        return ()
+    for part in (p.strip() for p in text.split(",")):   # an empty part ("0,,1", "0,") is refused, as "١" is
+        m = _CORE_RANGE.fullmatch(part)
+        if m is None or (m[2] is not None and int(m[2]) < int(m[1])):
             raise ValueError(f"cores {text!r}: expected a list such as 0,2-3")
-        out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+        out.extend(range(int(m[1]), int(m[2] or m[1]) + 1))
     return tuple(sorted(set(out)))
+
+
+_CORE_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 
 
 def serve(cluster_spec: dict, job: str, task: int, *, cpus: int = 0, lifetime_s: float = 0.0,

@@ -416,6 +416,10 @@ def test_serve_says_why_it_cannot_serve_before_tensorflow_loads(tmp_path):
     r = serve(["127.0.0.1:2222"], "--cores", f"0-{top + 1}")
     assert r.exit_code == EXIT_USAGE and f"Invalid value for --cores: core {top + 1} is not one this process may use" \
         in r.stderr
+    for cores in ("0,,1", "0,", "\u0661", "1-0"):     # read as 0,1; 0; core 1 (an Arabic-Indic one); refused
+        r = serve(["127.0.0.1:2222"], "--cores", cores)
+        assert r.exit_code == EXIT_USAGE and f"Invalid value for --cores: cores {cores!r}: expected a list such as " \
+            "0,2-3" in r.stderr, cores
 
 
 def test_bench_refuses_a_run_with_no_case_and_a_count_of_zero(tmp_path):
