@@ -25,6 +25,7 @@ Frontends build graphs through `GraphBuilder`, which is also what the
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -500,7 +501,7 @@ class GraphBuilder:
                  temp_bytes: int | float = 0, persistent_bytes: int | float = 0,
                  colocation: str | None = None, pinned: int | None = None, **extra: Any) -> int:
         if not isinstance(name, str) or not name:
-            raise GraphError(self._where(f"node names must be non-empty strings, got {name!r}"))
+            raise GraphError(self._where(f"node names must be non-empty strings, got {json.dumps(name)}"))
         if name in self._index:
             raise GraphError(self._where(f"duplicate node name {name!r}"))
         where = self._where(f"node {name!r}")
@@ -770,7 +771,10 @@ def graph_from_dict(d: Any, *, source: str | None = None) -> OpGraph:
         raise GraphError(f"{where}: \"nodes\" must be a list")
     if not isinstance(edges, list):
         raise GraphError(f"{where}: \"edges\" must be a list")
-    name = d.get("name") or (Path(source).name.split(".")[0] if source else "graph")
+    name = d.get("name")
+    if name is not None and not isinstance(name, str):      # a node's name must be a string too
+        raise GraphError(f"{where}: the graph's \"name\" must be a string or null, got {json.dumps(name)}")
+    name = name or (Path(source).name.split(".")[0] if source else "graph")
     meta = {k: v for k, v in d.items() if k not in ("format", "version", "name", "nodes", "edges")}
     with paused_gc():
         columns = _read_columns(nodes, edges)

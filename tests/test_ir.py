@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import networkx as nx
 import numpy as np
@@ -159,6 +160,14 @@ def test_wrong_format_or_version():
         graph_from_dict({"format": "pardnn.graph", "version": 7, "nodes": []})
     with pytest.raises(GraphError, match="unsupported pardnn.graph version True"):    # (True == 1; a trial)
         graph_from_dict({"format": "pardnn.graph", "version": True, "nodes": []})
+
+
+@pytest.mark.parametrize("name, shown", [(5, "5"), (True, "true"), ({"a": 1}, '{"a": 1}'), (["x"], '["x"]')])
+def test_a_graph_name_that_is_no_string_is_refused(name, shown):
+    """A bad-input trial: ``"name": 5`` was read as the name "5", and ``{"a": 1}`` as "{'a': 1}"."""
+    with pytest.raises(GraphError, match=f'the graph\'s "name" must be a string or null, got {re.escape(shown)}$'):
+        graph_from_dict({"format": "pardnn.graph", "name": name, "nodes": [{"name": "a"}]})
+    assert graph_from_dict({"format": "pardnn.graph", "name": None, "nodes": [{"name": "a"}]}).name == "graph"
 
 
 def test_unreadable_files_give_input_errors(tmp_path):
