@@ -28,6 +28,9 @@ SPEED_RANGE = (1e-6, 1e6)
 devices by more than the placers' integer weights hold (METIS failed at a ratio of 1e100)."""
 MAX_LATENCY_US = 1e15
 """The most a latency (or a transfer's fixed CPU time) may be: a graph's op time limit (``ir.MAX_TIME_US``)."""
+MAX_DEVICES = 4096
+"""The most devices a cluster may have, from a file or from Python, as ``--devices`` allows (a larger count's
+link tables alone take ``K * K`` cells; the placers' were tried up to 4,096)."""
 MIN_BANDWIDTH = 1e-6
 """The least bytes per microsecond a link (or a transfer's CPU part) may move: 2**53 bytes then take 1e22 us."""
 
@@ -75,6 +78,8 @@ class Cluster:
     def __post_init__(self):
         if not self.devices:
             raise ClusterError("a cluster needs at least one device")
+        if len(self.devices) > MAX_DEVICES:
+            raise ClusterError(f"a cluster may have at most {MAX_DEVICES} devices, got {len(self.devices)}")
         if not (self.latency_us >= 0 and math.isfinite(self.latency_us)):
             raise ClusterError(f"latency_us must be a non-negative number, got {self.latency_us}")
         if not (self.bandwidth_bytes_per_us > 0):

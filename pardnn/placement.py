@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .cluster import MAX_DEVICES
 from .errors import InputError, PlacementError
 from .fileio import atomic_write, read_json, read_text, write_json
 from .ir import OpGraph
@@ -196,8 +197,6 @@ def note_batch_size(made: Any, graph_meta: dict, where: str, doing: str) -> None
                                             made, doing, now)
 
 
-MAX_DEVICES = 4096
-"""The most devices a ``.place`` file may name without a cluster to say how many (as ``--devices`` allows)."""
 _DEVICE_INDEX = re.compile(r"-?[0-9]+")
 """A ``.place`` line's device: ASCII digits, a minus for the range error (`int` also reads '1_0' and '+1')."""
 
@@ -222,7 +221,7 @@ def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
         v = index.get(name)
         if v is None:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is not in graph {g.name!r}")
-        limit = num_devices if num_devices is not None else MAX_DEVICES
+        limit = num_devices if num_devices is not None else MAX_DEVICES     # a cluster's most, as -k's
         if d < 0 or d >= limit:
             rng = f"0..{limit - 1}"
             raise PlacementError(f"{where}:{lineno}: node {name!r} is on device {d}, expected {rng}")

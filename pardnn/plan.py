@@ -43,7 +43,7 @@ import numpy as np
 
 from .api import partition
 from .bounds import makespan_lower_bound
-from .cluster import Cluster, Device
+from .cluster import MAX_DEVICES, Cluster, Device
 from .ir import OpGraph
 from .machine import simulate
 from .methods import DEFAULT_METHOD, METHODS
@@ -61,7 +61,7 @@ MAX_SCALE = 64
 """The search gives up above this many times the lower bound."""
 
 
-def parse_device_counts(text: str, *, limit: int = 4096) -> tuple[int, ...]:
+def parse_device_counts(text: str, *, limit: int = MAX_DEVICES) -> tuple[int, ...]:
     """``"1..16"``, ``"1,2,4,8"`` or ``"4"`` as sorted distinct device counts; ValueError says what is wrong."""
     text = text.strip()
     m = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", text)

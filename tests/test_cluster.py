@@ -96,6 +96,16 @@ def test_cluster_values_beyond_what_the_model_holds(patch, message):
     assert cluster_from_dict(ok).speed.tolist() == [1e-6, 1e6]
 
 
+def test_a_cluster_has_at_most_as_many_devices_as_the_devices_flag_allows():
+    """A trial's "left alone": ``--devices`` stops at 4,096, but a cluster file (or Python) could list more."""
+    d = {**SPEC_EXAMPLE, "devices": [{"name": f"d{i}"} for i in range(4097)]}
+    with pytest.raises(ClusterError, match="c.json: a cluster may have at most 4096 devices, got 4097"):
+        cluster_from_dict(d, source="c.json")
+    with pytest.raises(ClusterError, match="at most 4096 devices, got 5000"):
+        Cluster.homogeneous(5000)
+    assert Cluster.homogeneous(4096).num_devices == 4096
+
+
 def test_transfer_cpu_round_trips_and_stays_out_of_files_that_do_not_set_it(tmp_path):
     d = dict(SPEC_EXAMPLE, transfer_cpu_us=40.0, transfer_cpu_bytes_per_us=600.0)
     d["links"] = [[None, {"latency_us": 0.0, "transfer_cpu_us": 67.0}],

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import click
 
-from ..cluster import MAX_LATENCY_US, MIN_BANDWIDTH, SPEED_RANGE, Cluster, Device, load_cluster
+from ..cluster import MAX_DEVICES, MAX_LATENCY_US, MIN_BANDWIDTH, SPEED_RANGE, Cluster, Device, load_cluster
 from ..errors import check_interrupt
 from ..fileio import check_writable, is_stream, names_stdout, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
@@ -92,7 +92,7 @@ def cluster_options(f):
     options = [
         click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
                      help="A pardnn.cluster JSON file (instead of the flags below)."),
-        click.option("--devices", "-k", type=click.IntRange(1, 4096), help="Number of devices."),
+        click.option("--devices", "-k", type=click.IntRange(1, MAX_DEVICES), help="Number of devices."),
         click.option("--memory", "-m", help="Memory per device: 16GiB, 512MB, ... (a comma list gives one per "
                                             "device; omitted = unlimited)."),
         click.option("--speed", help="Relative speed per device (a number, or a comma list; default 1)."),
