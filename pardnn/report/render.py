@@ -25,6 +25,7 @@ from .summary import Summary, comm_matrix, summarize, top_live
 
 TOP_TENSORS = 8
 TOP_WAITS = 10
+MAX_VIOLATIONS = 20       # listed in the summary; a line counts the rest
 
 
 def _pct(x: float | None) -> str:
@@ -72,7 +73,12 @@ def _summary_section(g: OpGraph, cluster: Cluster, summ: Summary) -> str:
     ]
     parts = [kv_table(rows)]
     if summ.violations:
-        parts.append("<ul class=\"bad\">" + "".join(f"<li>{esc(v)}</li>" for v in summ.violations[:20]) + "</ul>")
+        parts.append("<ul class=\"bad\">" + "".join(f"<li>{esc(v)}</li>" for v in summ.violations[:MAX_VIOLATIONS])
+                     + "</ul>")
+        if len(summ.violations) > MAX_VIOLATIONS:
+            parts.append(para(f"... and {len(summ.violations) - MAX_VIOLATIONS:,} more violations, "
+                              f"{len(summ.violations):,} in all (pardnn simulate --json lists them; the per-device "
+                              "table marks every device over its capacity).", "bad"))
     dev_rows, classes = [], []
     for d in summ.devices:
         busy = d.compute_us / summ.makespan_us if summ.makespan_us > 0 else None

@@ -443,3 +443,23 @@ def test_a_report_on_many_devices_draws_the_busiest_and_says_so():
     small = render_report(g, Cluster.homogeneous(8), Placement(dev % 8, Cluster.homogeneous(8).names, g.name),
                           simulate(g, Cluster.homogeneous(8), dev % 8))
     assert "devices are drawn" not in small and sum(1 for k in Page(small).values if k.startswith("comm[")) == 56
+
+
+def test_an_infeasible_report_counts_the_violations_it_does_not_list():
+    """Found by the report trial: a 64-device placement over 100 KiB each broke the model 34 times; the summary
+    listed 20 and said nothing of the other 14, so it read as if 20 devices were over."""
+    from pardnn.placement import Placement
+    from pardnn.report.render import MAX_VIOLATIONS
+
+    K = MAX_VIOLATIONS + 5
+    g = tiny([(f"n{i}", 1, 1000) for i in range(K)], [])
+    cluster = Cluster.homogeneous(K, memory_bytes=100)
+    dev = np.arange(K)
+    sched = simulate(g, cluster, dev)
+    assert len(sched.violations) == K
+    text = render_report(g, cluster, Placement(dev, cluster.names, g.name), sched)
+    assert text.count("bytes short</li>") == MAX_VIOLATIONS
+    assert f"... and 5 more violations, {K} in all" in text
+    few = Cluster.homogeneous(2, memory_bytes=100)
+    text = render_report(g, few, Placement(dev % 2, few.names, g.name), simulate(g, few, dev % 2))
+    assert "more violations" not in text and text.count("bytes short</li>") == 2
