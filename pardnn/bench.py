@@ -414,8 +414,24 @@ def write_outputs(result: BenchResult, outdir: Path) -> list[Path]:
     return paths
 
 
-def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.BytesIO | None:
-    """Makespan of each method relative to the best feasible one, per graph (loose regime, largest K)."""
+# matplotlib's ten colours, then tab20's ten lighter tones: a colour of its own for each of up to 20 methods
+# (`--list-methods` has 15; the default cycle of ten gave m-sct pardnn's blue and m-topo cpop's orange)
+METHOD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+                 "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7",
+                 "#dbdb8d", "#9edae5")
+
+
+def method_colors(methods: Sequence[str]) -> dict[str, str]:
+    """A colour per method, in the order given; distinct for up to ``len(METHOD_COLORS)`` methods, then cycled.
+
+    >>> method_colors(["pardnn", "heft"])
+    {'pardnn': '#1f77b4', 'heft': '#ff7f0e'}
+    """
+    return {m: METHOD_COLORS[i % len(METHOD_COLORS)] for i, m in enumerate(methods)}
+
+
+def makespan_figure(result: BenchResult):
+    """The figure of `plot_makespans` (a pyplot figure, or None without rows or matplotlib); close it after use."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -427,8 +443,9 @@ def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.By
     if not regimes:
         return None
     methods = sorted({r.method for r in result.rows}, key=lambda m: (m != result.ours, m))
-    fig, axes = plt.subplots(len(regimes), 1, figsize=(max(8, 0.45 * len(result.graphs) + 3), 4.2 * len(regimes)),
-                             squeeze=False)
+    colors = method_colors(methods)
+    fig, axes = plt.subplots(len(regimes), 1, figsize=(max(8, 0.45 * len(result.graphs) + 3) + 1.6,
+                                                       4.2 * len(regimes)), squeeze=False)
     for ax, regime in zip(axes[:, 0], regimes):
         k = max(r.k for r in result.rows if r.regime == regime)
         graphs = [gname for gname in dict.fromkeys(r.graph for r in result.rows if r.regime == regime and r.k == k)]
@@ -441,7 +458,7 @@ def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.By
                 mine = next((r for r in rows if r.method == m), None)
                 ok = mine is not None and mine.feasible and mine.makespan_us and best
                 vals.append(mine.makespan_us / best if ok else np.nan)
-            ax.bar(np.arange(len(graphs)) + i * width, vals, width, label=m,
+            ax.bar(np.arange(len(graphs)) + i * width, vals, width, label=m, color=colors[m],
                    edgecolor="black" if m == result.ours else None, linewidth=0.8)
         ax.set_xticks(np.arange(len(graphs)) + 0.4 - width / 2)
         ax.set_xticklabels(graphs, rotation=60, ha="right", fontsize=7)
@@ -449,15 +466,23 @@ def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.By
         ax.set_ylim(0.9, 2.0)
         ax.axhline(1.0, color="grey", linewidth=0.6)
         ax.set_title(f"{regime} memory, K={k} (missing bar: infeasible; clipped at 2x)")
-        ax.legend(ncol=min(8, len(methods)), fontsize=7, loc="upper left")
+        # beside the axes, not over them: bars clipped at 2x reach the top, where a legend inside would hide them
+        ax.legend(ncol=1, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    if not isinstance(path, (str, Path)):     # a file object (the HTML report embeds the plot)
-        fig.savefig(path, format="png", dpi=110)
-        plt.close(fig)
-        return path
-    buf = io.BytesIO()
+    return fig
+
+
+def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.BytesIO | None:
+    """Makespan of each method relative to the best feasible one, per graph (loose regime, largest K)."""
+    fig = makespan_figure(result)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+    buf = path if not isinstance(path, (str, Path)) else io.BytesIO()   # a file object: the HTML report's plot
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    if not isinstance(path, (str, Path)):
+        return path
     return atomic_write(path, buf.getvalue())
 
 

@@ -58,3 +58,31 @@ def test_a_run_compares_ours_with_the_best_feasible_baseline(tmp_path):
     assert {p.name for p in paths} >= {"results.csv", "results.json", "scaling.csv"}
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert len(data["rows"]) == 6
+
+
+def test_the_makespan_plot_gives_each_method_its_own_colour_and_keeps_its_legend_off_the_bars():
+    """Found by the report trial: with the 15 methods of `--list-methods` the default cycle of ten colours gave
+    m-sct pardnn's blue and m-topo cpop's orange, and the legend sat inside the axes, over the bars clipped at 2x."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_hex
+
+    from pardnn.bench import BenchResult, Row, makespan_figure
+    from pardnn.methods import method_names
+
+    methods = sorted(method_names())
+    assert len(methods) > 10
+    rows = [Row("g", "sample", 5, 2, regime, 1000, m, 100.0 * (1 + i / 10), True, 0.5, 0.1)
+            for regime in ("loose", "tight") for i, m in enumerate(methods)]
+    fig = makespan_figure(BenchResult(rows, [], "pardnn", [{"graph": "g"}]))
+    try:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            colours = {}
+            for bars in ax.containers:
+                colours[bars.get_label()] = to_hex(bars.patches[0].get_facecolor())
+            assert set(colours) == set(methods) and len(set(colours.values())) == len(methods)
+            legend = ax.get_legend().get_window_extent()
+            assert not legend.overlaps(ax.get_window_extent())
+    finally:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
