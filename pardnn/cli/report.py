@@ -12,6 +12,7 @@ import click
 
 from ..machine import simulate
 from ..placement import check_costs, load_placement, note_batch_size
+from ..units import format_time
 from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
                       make_frontend_options, placement_cluster, read_input, write_placement_report)
 
@@ -69,6 +70,6 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = simulate(g, cluster, pl)
     write_placement_report(output, g, cluster, pl, sched, progress=progress, measured=measured, title=title)
-    echo_summary(f"wrote {output}: predicted step time {sched.makespan_us / 1000:.3f} ms on {cluster.num_devices} "
+    echo_summary(f"wrote {output}: predicted step time {format_time(sched.makespan_us)} on {cluster.num_devices} "
                  f"devices{'' if sched.feasible else ' (INFEASIBLE: ' + sched.violations[0].message + ')'}",
                  outputs=(output,))

@@ -216,3 +216,21 @@ def test_bench_scaling_runs_only_on_the_named_graphs(tmp_path):
                                                                   ("pipedream_gnmt", "pardnn")]
     # each answer lies inside the bisection's range (None: infeasible even at 2x the single-device peak)
     assert all(s["min_fraction"] is None or 0 < s["min_fraction"] <= 2.0 for s in scaling)
+
+
+def test_report_prints_the_step_time_in_the_units_of_the_page(tmp_path):
+    """Found by the report trial: `report` printed "predicted step time 0.766 ms" (and 2573.472 ms) where the page
+    and `partition` say 766.2 us (and 2.573 s)."""
+    from pardnn.ir import save_graph
+    from pardnn.units import format_time
+
+    from ..helpers import tiny
+
+    g, p = tmp_path / "g.json", tmp_path / "p.json"
+    save_graph(tiny([("a", 300, 100), ("b", 200, 100), ("c", 250, 100)], [("a", "b"), ("a", "c")]), g)
+    assert run("-q", "partition", g, "-k", 2, "-o", p).exit_code == 0
+    step = json.loads(p.read_text())["predicted"]["makespan_us"]
+    assert step < 1000
+    r = run("report", g, p, "-o", tmp_path / "r.html")
+    assert r.exit_code == 0, r.output
+    assert f"predicted step time {format_time(step)} on 2 devices" in r.output
