@@ -246,6 +246,25 @@ class DevicePlan:
             return "unlimited memory"
         return "/".join(format_bytes(m) if m is not None else "unlimited" for m in distinct)
 
+    def verdict(self) -> str | None:
+        """The answer in one line: the fewest devices that fit and the fastest count, or that none fits (and the
+        least memory found); None when nothing was searched and no count fits. `pardnn plan` prints it under its
+        table, and its page shows it above the figure."""
+        fitting = [r for r in self.rows if r.fits and r.speedup is not None]
+        if fitting:
+            fewest = fitting[0]
+            fastest = max(fitting, key=lambda r: (r.speedup, -r.k))
+            best = (f"fastest: K={fastest.k} ({fastest.speedup:.2f}x)" if fastest.speedup > 1.0 else
+                    "no count is faster than one device")
+            return f"fewest devices that fit: K={fewest.k} ({fewest.speedup:.2f}x); {best}"
+        if not any(r.available for r in self.rows):
+            return "no count asked for has as many devices as the graph's pins need; ask for more with --devices"
+        if not self.settings.search:
+            return None
+        found = [r.min_memory_bytes for r in self.rows if r.min_memory_bytes is not None]
+        return f"no device count fits {self.memory_text()}" + (
+            f"; the least memory found is {format_bytes(min(found))} per device" if found else "")
+
     def to_dict(self) -> dict:
         s = self.settings
         return {"graph": self.graph, "nodes": self.nodes, "memory_bytes": list(self.memory),

@@ -67,20 +67,9 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
         cells = [row[0].rjust(widths[0]), row[1].ljust(widths[1])] + [c.rjust(w) for c, w in zip(row[2:], widths[2:])]
         note = notes.get(int(row[0])) if i else None
         lines.append("  ".join(cells) + (f"  ({note})" if note else ""))
-    fitting = [r for r in plan.rows if r.fits and r.speedup is not None]
-    if fitting:
-        fewest = fitting[0]
-        fastest = max(fitting, key=lambda r: (r.speedup, -r.k))
-        best = (f"fastest: K={fastest.k} ({_speedup(fastest.speedup)})" if fastest.speedup > 1.0 else
-                "no count is faster than one device")
-        lines.append(f"fewest devices that fit: K={fewest.k} ({_speedup(fewest.speedup)}); {best}")
-    elif not any(r.available for r in plan.rows):
-        lines.append("no count asked for has as many devices as the graph's pins need; ask for more with --devices")
-    elif plan.settings.search:
-        found = [r for r in plan.rows if r.min_memory_bytes is not None]
-        lines.append("no device count fits " + mem + (
-            f"; the least memory found is {format_bytes(min(r.min_memory_bytes for r in found))} per device"
-            if found else ""))
+    verdict = plan.verdict()
+    if verdict is not None:
+        lines.append(verdict)
     lines.append("at most: the speedup no placement on K devices beats, whatever its memory (a lower bound on "
                  "the step time)")
     if plan.settings.search:

@@ -36,8 +36,11 @@ def render_plan_report(plan, *, command: str | None = None) -> str:
            f"per device is found by bisection to {100 * plan.settings.rel_tol:g}% with fast-effort placements, "
            f"starting below from the memory lower bound and above from the previous K's answer. "
            f"It took {plan.seconds:.1f} s and {plan.placements} placements.")
-    body = section("plan", "Devices, memory and speedup", png_img(png, "memory per device and speedup against K",
-                                                                  fig_id="plan-plot"),
+    verdict = plan.verdict()
+    body = section("plan", "Devices, memory and speedup",
+                   para(verdict[0].upper() + verdict[1:] + ".", "good" if any(r.fits for r in plan.rows) else "bad")
+                   if verdict else "",
+                   png_img(png, "memory per device and speedup against K", fig_id="plan-plot"),
                    para(how), para(f"Regenerate with: {command}") if command else "",
                    table(["K", f"fits {mem}", "step time", "speedup", "at most", "smallest memory", "step there",
                           "speedup there", "memory lower bound", "placements", Cell("note", cls="l", header=True)], rows,

@@ -180,3 +180,18 @@ def test_the_plan_of_an_empty_graph_needs_no_memory_at_any_count(tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["rows"]
     assert [(row["k"], row["min_memory_bytes"]) for row in rows] == [(1, 0), (2, 0), (3, 0)]
+
+
+def test_the_plan_page_gives_the_answer_the_command_prints(tmp_path):
+    """Found by the report trial: the page had the table and the figure but not the command's answer, neither
+    "fewest devices that fit: K=2 ..." nor, where no count fits, "no device count fits 16.00 MiB; the least
+    memory found is 29.19 MiB per device"."""
+    pytest.importorskip("matplotlib")
+    for memory, devices, answer in (("600MiB", "1,2,4", "fewest devices that fit: K=4"),
+                                    ("300MiB", "1,2", "no device count fits 300.00 MiB; the least memory found is")):
+        page = tmp_path / f"plan-{memory}.html"
+        r = run("plan", GNMT, "--memory", memory, "--devices", devices, "-o", page)
+        assert r.exit_code == 0, r.output
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith(answer))
+        text = page.read_text()
+        assert f'<p class="{"good" if "fewest" in answer else "bad"}">{line[0].upper() + line[1:]}.</p>' in text
