@@ -102,3 +102,12 @@ def format_time(us: float) -> str:
     if us < 1e6:
         return f"{us / 1e3:.3f} ms"
     return f"{us / 1e6:.3f} s"
+
+
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1, with thousands separators.
+
+    >>> plural(1, "device"), plural(1364, "link")
+    ('1 device', '1,364 links')
+    """
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -16,7 +16,7 @@ from ..fileio import check_writable, output_transaction, refuse_overwrite, write
 from ..machine import simulate as run_sim
 from ..placement import (Placement, check_costs, check_place_names, costs_of, is_place_text, load_placement,
                          note_batch_size, save_placement)
-from ..units import format_bytes, format_time
+from ..units import format_bytes, format_time, plural
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
                       write_placement_report)
@@ -202,7 +202,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
                     "placement_seconds": seconds, **sched.predicted(), "lower_bound_us": lower_us}, outputs=outputs)
     else:
         echo_summary(_placement_table(g, cluster, sched, seconds=seconds, lower_us=lower_us,
-                                      title=f"{g.name}: {g.num_nodes:,} ops on {cluster.num_devices} devices "
+                                      title=f"{g.name}: {g.num_nodes:,} ops on {plural(cluster.num_devices, 'device')} "
                                             f"with {method}")
                      + f"\nwrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p),
                      outputs=outputs)
@@ -272,8 +272,8 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
         echo_json(out, outputs=(trace_path,))
     else:
         check_interrupt()
-        echo_summary(_placement_table(g, cluster, sched, title=f"{g.name}: simulated on {cluster.num_devices} devices",
-                                      lower_us=lower_us),
+        echo_summary(_placement_table(g, cluster, sched, lower_us=lower_us,
+                                      title=f"{g.name}: simulated on {plural(cluster.num_devices, 'device')}"),
                      outputs=(trace_path,))
     if not sched.feasible:
         raise InfeasibleError(f"{placement}: the placement breaks the machine model: {sched.violations[0].message}",

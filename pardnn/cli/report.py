@@ -12,7 +12,7 @@ import click
 
 from ..machine import simulate
 from ..placement import check_costs, load_placement, note_batch_size
-from ..units import format_time
+from ..units import format_time, plural
 from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
                       make_frontend_options, placement_cluster, read_input, write_placement_report)
 
@@ -70,6 +70,7 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = simulate(g, cluster, pl)
     write_placement_report(output, g, cluster, pl, sched, progress=progress, measured=measured, title=title)
-    echo_summary(f"wrote {output}: predicted step time {format_time(sched.makespan_us)} on {cluster.num_devices} "
-                 f"devices{'' if sched.feasible else ' (INFEASIBLE: ' + sched.violations[0].message + ')'}",
+    over = "" if sched.feasible else f" (INFEASIBLE: {sched.violations[0].message})"
+    echo_summary(f"wrote {output}: predicted step time {format_time(sched.makespan_us)} on "
+                 f"{plural(cluster.num_devices, 'device')}{over}",
                  outputs=(output,))

@@ -182,7 +182,7 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     if len(used) > MAX_LINK_LANES:
         on_chain = set(zip(t.src_dev[marks.transfers].tolist(), t.dst_dev[marks.transfers].tolist()))
         keep = sorted(used, key=lambda p: (p not in on_chain, -nbytes[p], p))[:MAX_LINK_LANES]
-        notes.append(f"{len(used) - MAX_LINK_LANES} of {len(used)} links in use are not drawn (those the critical "
+        notes.append(f"{len(used) - MAX_LINK_LANES:,} of {len(used):,} links in use are not drawn (those the critical "
                      f"chain crosses come first, then those carrying the most bytes).")
         used = sorted(keep)
     busy = np.bincount(s.device, weights=s.finish_us - s.start_us, minlength=K)

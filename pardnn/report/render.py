@@ -16,7 +16,7 @@ from ..ir import OpGraph
 from ..machine import DEVICE, Schedule, simulate
 from ..pipeline import PassTiming
 from ..placement import Placement
-from ..units import format_bytes, format_time
+from ..units import format_bytes, format_time, plural
 from . import figures as F
 from .html import Cell, esc, kv_table, page, para, png_img, section, table
 from .measured import MeasuredRun, measured_from_dict
@@ -234,8 +234,9 @@ def render_report(g: OpGraph, cluster: Cluster, placement: Placement | None, sch
     if isinstance(measured, dict):
         measured = measured_from_dict(measured)
     summ = summarize(g, cluster, schedule, placement=placement, timings=timings)
-    title = title or f"{g.name} on {cluster.num_devices} devices"
-    subtitle = (f"pardnn {__version__} placement report: {g.num_nodes:,} ops on {cluster.num_devices} devices, "
+    title = title or f"{g.name} on {plural(cluster.num_devices, 'device')}"
+    subtitle = (f"pardnn {__version__} placement report: {g.num_nodes:,} ops on "
+                f"{plural(cluster.num_devices, 'device')}, "
                 f"predicted step time {format_time(summ.makespan_us)}. "
                 + ("Every figure comes from the machine model (docs/machine-model.md)." if measured is None else
                    "Every figure comes from the machine model (docs/machine-model.md), except those of the "

@@ -234,3 +234,9 @@ def test_report_prints_the_step_time_in_the_units_of_the_page(tmp_path):
     r = run("report", g, p, "-o", tmp_path / "r.html")
     assert r.exit_code == 0, r.output
     assert f"predicted step time {format_time(step)} on 2 devices" in r.output
+    # one device is "1 device" (a report trial: "on 1 devices"), in the command's line and the page's title
+    p.unlink()
+    assert run("-q", "partition", g, "-k", 1, "-o", p).exit_code == 0
+    r = run("report", g, p, "-o", tmp_path / "r1.html")
+    assert r.exit_code == 0 and " on 1 device\n" in r.output + "\n", r.output
+    assert " on 1 device</title>" in (tmp_path / "r1.html").read_text()
