@@ -42,6 +42,7 @@ def robust_average(samples: Sequence[float]) -> float:
 _HEADERS = ("Graph execution error:",)
 _NOISE = re.compile(r"^(\d+ root error\(s\) found\.|\d+ successful operations?\.|\d+ derived errors? ignored\.|\[\[)")
 _CODE = re.compile(r"^\(\d+\)\s+[A-Z_]+:\s*")
+_RULE = re.compile(r"^=+$")
 _NODE = re.compile(r"\{\{node ([^}]+)\}\}|^Node: '([^']+)'|^Detected at node '([^']+)'", re.M)
 
 
@@ -63,11 +64,18 @@ def first_line(exc: BaseException) -> str:
     'Input to reshape is a tensor with 6 values'
     >>> first_line(KeyError())
     'KeyError'
+
+    A distributed run's error sits between rules of ``=`` and names the task on a line of its own, its cause on
+    the next: the two are one line.
+
+    >>> first_line(ValueError("Graph execution error:\\n\\n=====\\nUNAVAILABLE: From /job:worker/replica:0/task:1:"
+    ...                       "\\nSocket closed\\nAdditional GRPC error information ...\\n====="))
+    'UNAVAILABLE: From /job:worker/replica:0/task:1: Socket closed'
     """
     text = getattr(exc, "message", None) or str(exc)
-    lines = text.splitlines()
+    lines = [raw for raw in text.splitlines() if not _RULE.match(raw.strip())]
     trace = False
-    for raw in lines:
+    for i, raw in enumerate(lines):
         line = raw.strip()
         if raw.startswith("Detected at node") or raw.startswith("Detected in the following"):
             trace = True
@@ -81,6 +89,8 @@ def first_line(exc: BaseException) -> str:
         if not line or line in _HEADERS or _NOISE.match(line):
             continue
         line = _CODE.sub("", line)
+        if line.endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
+            line = f"{line} {lines[i + 1].strip()}"
         if line:
             return line
     first = text.strip().splitlines()
