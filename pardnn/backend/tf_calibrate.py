@@ -35,7 +35,7 @@ from ..calibration import LinkFit, SpeedFit, calibrated_cluster, fit_link, fit_s
 from ..cluster import Cluster
 from ..errors import RuntimeFailure
 from ..frontends.tensorflow._tf import tf
-from .tf_run import op_failure, session_config
+from .tf_run import op_failure, open_session, session_config
 
 DEFAULT_SIZES = (4, 4 << 10, 256 << 10, 2 << 20, 8 << 20)
 COUNTS = (1, 4)
@@ -176,7 +176,7 @@ def calibrate(devices: Sequence[str], *, session_target: str = "", config=None,
         steps = {(a, b, n, c): (step(a, b, n, c), step(a, a, n, c)) for a, b in pairs for n in sizes for c in COUNTS}
         init = tf.compat.v1.global_variables_initializer()
     try:
-        with tf.compat.v1.Session(session_target, graph=graph, config=config) as sess:
+        with open_session(session_target, graph=graph, config=config) as sess:
             sess.run(init)
             rounds_us = []
             for r in range(max(1, rounds)):

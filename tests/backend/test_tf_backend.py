@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -190,6 +191,35 @@ def test_the_check_sees_ops_that_moved():
     moved = {m[0] for m in check.moved}
     assert moved and moved <= wanted_elsewhere
     assert all(m[2].endswith(("CPU:0", "CPU:1")) for m in check.moved)
+
+
+def test_a_step_whose_session_cannot_close_either_fails_in_one_line_without_a_thread_traceback(monkeypatch):
+    """A task killed mid-run fails the step, and closing the session then fails too (Deadline Exceeded):
+    `with tf.compat.v1.Session` closed it on a thread whose traceback came out beside pardnn's one line."""
+    lost = ("Graph execution error:\n\n=====================\nUNAVAILABLE: From /job:worker/replica:0/task:1:\n"
+            "Socket closed\n\t [[{{node mm}}]]\n=====================")
+
+    class Dying(tf.compat.v1.Session):
+        def run(self, *args, **kwargs):
+            raise tf.errors.UnavailableError(None, None, lost)
+
+        def close(self):
+            super().close()
+            raise tf.errors.DeadlineExceededError(None, None, "Deadline Exceeded")
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant(np.ones((2, 2), np.float32))
+        y = tf.matmul(x, x, name="mm")
+    program = tf_run.StepProgram(graph, (y,), (), (), (), {}, {})
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: thread_errors.append(args.exc_value))
+    monkeypatch.setattr(tf.compat.v1, "Session", Dying)
+    with pytest.raises(RuntimeFailure) as err:
+        tf_run.run_program(program, {}, steps=1, what="the placed step")
+    assert str(err.value) == ("the placed step failed at node 'mm': UNAVAILABLE: From /job:worker/replica:0/task:1: "
+                              "Socket closed")
+    assert thread_errors == []
 
 
 def test_send_recv_pairs_of_a_hand_built_graph():
