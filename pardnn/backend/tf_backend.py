@@ -114,6 +114,8 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     check_batch_size(pl.meta.get("batch_size"), opts.batch_size, where)
     check_costs(pl.meta.get("costs"), imp.graph.meta, where)
     cl = cluster(pl) if callable(cluster) else cluster
+    if cl is not None:
+        tf_run.check_cluster_size(pl, cl, where)     # before the servers start and the steps run
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)
     if noise_factor is not None:

@@ -569,6 +569,13 @@ def effective_assignment(g: OpGraph, assignment: Assignment, devices: Sequence[s
     return out
 
 
+def check_cluster_size(placement: Placement, cluster: Cluster, where: str) -> None:
+    """The prediction's cluster must have every device the placement uses: checked before anything runs."""
+    if cluster.num_devices < placement.num_devices:
+        raise PlacementError(f"{where}: the placement uses {placement.num_devices} devices but the cluster has "
+                             f"{cluster.num_devices}")
+
+
 def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | ClusterTarget | None = None,
                session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
                atol: float = 1e-5, noise_factor: float = NOISE_FACTOR, noise: str = "auto",
@@ -589,6 +596,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     check_placement_matches(g, placement, model.graph_def, where=where)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    cl = cluster or default_cluster(placement)
+    check_cluster_size(placement, cl, where)
     target = target or local_target(placement)
     devices = map_devices(placement.devices, target)
     assignment = assign_devices(g, placement, devices)
@@ -615,10 +624,6 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     run, ref = rc.run, rc.reference
     check = check_step_stats(run.metadata.step_stats, assignment.device)
     sr = count_send_recv(run.metadata.partition_graphs, frozenset(g.names))
-    cl = cluster or default_cluster(placement)
-    if cl.num_devices < placement.num_devices:
-        raise PlacementError(f"the placement uses {placement.num_devices} devices but the cluster has "
-                             f"{cl.num_devices}")
     effective = effective_assignment(g, assignment, devices)
     fed = {split_tensor_name(f.name)[0] for f in model.feeds}
     sched, sim_tensors = _simulated(g, cl, effective, devices)

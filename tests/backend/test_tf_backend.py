@@ -193,6 +193,21 @@ def test_the_check_sees_ops_that_moved():
     assert all(m[2].endswith(("CPU:0", "CPU:1")) for m in check.moved)
 
 
+def test_a_cluster_smaller_than_the_placement_is_refused_before_anything_runs(monkeypatch):
+    """`pardnn run -k 1` of a 2-device placement ran every step (and the reference, and started servers) before
+    it said the cluster was too small, and named no file."""
+    model, loss, batch = tf_models.mlp(keras)
+    imp = import_keras(model, loss, keras.optimizers.Adam(LR), batch)
+
+    def ran(*args, **kwargs):
+        raise AssertionError("the step ran")
+
+    monkeypatch.setattr(tf_run, "compare_with_reference", ran)
+    with pytest.raises(PlacementError, match=r"^mlp.keras: the placement uses 2 devices but the cluster has 1$"):
+        tf_run.run_placed(imp, scattered(imp.graph, 2), cluster=Cluster.homogeneous(1), steps=1,
+                          model_name="mlp.keras")
+
+
 def test_a_step_whose_session_cannot_close_either_fails_in_one_line_without_a_thread_traceback(monkeypatch):
     """A task killed mid-run fails the step, and closing the session then fails too (Deadline Exceeded):
     `with tf.compat.v1.Session` closed it on a thread whose traceback came out beside pardnn's one line."""
