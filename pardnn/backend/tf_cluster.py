@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -42,6 +42,8 @@ class TFClusterSpec:
     tasks: tuple[str, ...]
     """``host:port`` of each task, in task order."""
     job: str = "worker"
+    source: str | None = field(default=None, compare=False)
+    """The file it was read from, when it was (an error's hint names it)."""
 
     def to_dict(self) -> dict[str, list[str]]:
         return {self.job: list(self.tasks)}
@@ -95,7 +97,7 @@ def check_bindable(address: str, task: int) -> None:
 
 
 def read_cluster_spec(path: str | Path) -> TFClusterSpec:
-    return cluster_spec_from_dict(read_json(path), source=str(path))
+    return replace(cluster_spec_from_dict(read_json(path), source=str(path)), source=str(path))
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -123,7 +125,7 @@ def check_reachable(spec: TFClusterSpec, timeout_s: float = 5.0) -> None:
         except OSError as exc:
             raise RuntimeFailure(f"task {i} of job {spec.job!r} at {addr} is not reachable "
                                  f"({exc.strerror or exc}); start its server there with "
-                                 f"`pardnn serve --cluster-spec SPEC --task {i}`") from None
+                                 f"`pardnn serve --cluster-spec {spec.source or 'SPEC'} --task {i}`") from None
 
 
 def cluster_devices(spec: TFClusterSpec, timeout_s: float = 30.0) -> tuple[str, ...]:

@@ -781,7 +781,9 @@ def test_cli_errors_are_one_line_with_their_exit_codes(cnn_savedmodel, tmp_path,
     for args, code, msg in [
         ([str(other)], EXIT_INPUT, "(the placement was made for graph"),
         ([str(ok), "--device-kind", "gpu"], EXIT_INPUT, "needs GPU 0, but this host has 0 GPU"),
-        ([str(ok), "--cluster-spec", str(spec)], EXIT_RUNTIME, "at 127.0.0.1:1 is not reachable"),
+        ([str(ok), "--cluster-spec", str(spec)], EXIT_RUNTIME,     # the hint names the file (it said SPEC)
+         f"at 127.0.0.1:1 is not reachable (Connection refused); start its server there with `pardnn serve "
+         f"--cluster-spec {spec} --task 0`"),
         ([str(ok), "--local-cluster", "2", "--pin", "--cores-per-task", str(cores)], EXIT_INPUT,
          f"pinning 2 task(s) to {cores} core(s) each needs {2 * cores} cores; this process may use {cores}"),
     ]:
