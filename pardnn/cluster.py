@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import ClusterError
 from .fileio import read_json, write_json
+from .units import is_number
 
 CLUSTER_FORMAT = "pardnn.cluster"
 CLUSTER_VERSION = 1
@@ -112,8 +113,7 @@ class Cluster:
                 raise ClusterError(f"device {d.name!r}: speed must be from {SPEED_RANGE[0]:g} to "
                                    f"{SPEED_RANGE[1]:g}, got {d.speed:g}")
             m = d.memory_bytes
-            if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float, np.integer, np.floating))
-                                  or not m >= 0):     # not >=: NaN, which compares false and was no limit at all
+            if m is not None and (not is_number(m) or not m >= 0):   # not >=: NaN, which was no limit at all
                 raise ClusterError(f"device {d.name!r}: memory_bytes must be a non-negative number of bytes or "
                                    f"None (unlimited), got {m!r}")
         if self.links is not None:

@@ -37,6 +37,7 @@ import numpy as np
 from .analysis import topological_order
 from .errors import GraphError
 from .fileio import paused_gc, read_json, write_json
+from .units import is_number, is_whole
 
 GRAPH_FORMAT = "pardnn.graph"
 GRAPH_VERSION = 1
@@ -157,7 +158,7 @@ class OpGraph:
             where = f"edge {names[src]!r} -> {names[dst]!r}"
             if p is None:
                 continue
-            if isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 0:
+            if not is_whole(p) or p < 0:
                 raise GraphError(f"{where}: {FORWARDED_AS} must be an output port number of {names[dst]!r}, "
                                  f"got {p!r}")
             if self.edge_control[e]:
@@ -438,16 +439,12 @@ class OpGraph:
 # Building graphs
 # ---------------------------------------------------------------------------
 
-_NUMBER_TYPES = (int, float, np.integer, np.floating)
-_FLOAT_TYPES = (float, np.floating)
-
-
 def _check_number(value: Any, what: str, where: str, *, integer: bool) -> float | int:
     """A non-negative finite number within its field's limit (`MAX_BYTES` for bytes, `MAX_TIME_US` for times);
     numpy's numbers too (``np.float32(1.5)``, ``np.int64(8)``: what a graph built from arrays holds)."""
-    if isinstance(value, bool) or not isinstance(value, _NUMBER_TYPES):
+    if not is_number(value):
         raise GraphError(f"{where}: {what} must be a number, got {value!r}")
-    if isinstance(value, _FLOAT_TYPES) and not math.isfinite(value) or value < 0:
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value) or value < 0:
         raise GraphError(f"{where}: {what} must be a non-negative number, got {value!r}")
     limit = MAX_BYTES if integer else MAX_TIME_US
     if value > limit:
@@ -513,8 +510,7 @@ class GraphBuilder:
             outs = [_check_number(output_bytes, "output_bytes", where, integer=True)]
         if colocation is not None and not isinstance(colocation, str):
             raise GraphError(f"{where}: colocation must be a group name or null, got {colocation!r}")
-        if pinned is not None and (isinstance(pinned, bool) or not isinstance(pinned, (int, np.integer))
-                                   or pinned < 0 or pinned > MAX_PIN):
+        if pinned is not None and (not is_whole(pinned) or pinned < 0 or pinned > MAX_PIN):
             raise GraphError(f"{where}: pinned must be a device index (0 .. {MAX_PIN}) or null, got {pinned!r}")
         # every check before the first append: a refused node leaves the builder as it was
         time = _check_number(time_us, "time_us", where, integer=False)
@@ -538,7 +534,7 @@ class GraphBuilder:
         s = self._resolve(src, "source", src, dst)
         d = self._resolve(dst, "destination", src, dst)
         where = self._where(f"edge {self._names[s]!r} -> {self._names[d]!r}")
-        if isinstance(port, bool) or not isinstance(port, (int, np.integer)) or port < 0 or port > MAX_PORT:
+        if not is_whole(port) or port < 0 or port > MAX_PORT:
             raise GraphError(f"{where}: port must be an integer from 0 to {MAX_PORT}, got {port!r}")
         if not isinstance(control, bool):
             raise GraphError(f"{where}: control must be true or false, got {control!r}")

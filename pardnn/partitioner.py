@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from .cluster import Cluster
 from .ir import OpGraph
 from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline, spec_entry
 from .placement import Placement
 from .progress import Progress
+from .units import is_number, is_whole
 
 METHOD = "pardnn"
 SEEDS = {"fast": {"schedulers": "heft+cpop+metis"}, "default": {},
@@ -50,10 +49,10 @@ class PardnnOptions:
         if self.effort not in SEEDS:    # as the refine pass says it (a bare KeyError came out of default_spec)
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
         r = self.refine_evals     # what --refine-evals takes (IntRange(min=0)); -1 and 2.5 ran as some budget
-        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0):
+        if r is not None and (not is_whole(r) or r < 0):
             raise ValueError(f"refine_evals must be a whole number of simulations, 0 or more, or None, got {r!r}")
         w = self.comm_weight      # a weight of the mapping's load balance: -1 or NaN mapped without a word
-        if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not 0 <= w < math.inf:
+        if not is_number(w) or not 0 <= w < math.inf:
             raise ValueError(f"comm_weight must be a finite number, 0 or more, got {w!r}")
 
 

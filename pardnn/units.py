@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 _SIZE_UNITS = {
     "": 1, "b": 1, "byte": 1, "bytes": 1,
     "k": 2**10, "kib": 2**10, "kb": 10**3,
@@ -111,3 +113,13 @@ def plural(n: int, noun: str) -> str:
     ('1 device', '1,364 links')
     """
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def is_whole(value: object) -> bool:
+    """An integer, Python's or numpy's, and not a bool (``True == 1``, so a flag would pass as a count)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """An integer (`is_whole`) or a float, Python's or numpy's: what a field of bytes, times or weights takes."""
+    return is_whole(value) or isinstance(value, (float, np.floating))
