@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -54,26 +54,27 @@ class TFClusterSpec:
         return f"grpc://{self.tasks[0]}"
 
 
-def cluster_spec_from_dict(d, *, source: str = "cluster spec") -> TFClusterSpec:
-    """Check and build a spec (rules in the module docstring)."""
+def cluster_spec_from_dict(d, *, source: str | None = None) -> TFClusterSpec:
+    """Check and build a spec (rules in the module docstring); ``source``: the file it was read from."""
+    where = source or "cluster spec"
     if isinstance(d, dict) and isinstance(d.get("cluster"), dict):
         d = d["cluster"]
     if not isinstance(d, dict) or not d:
-        raise InputError(f"{source}: expected a JSON object such as {{\"worker\": [\"host0:2222\", \"host1:2222\"]}}")
+        raise InputError(f"{where}: expected a JSON object such as {{\"worker\": [\"host0:2222\", \"host1:2222\"]}}")
     if len(d) != 1:
-        raise InputError(f"{source}: expected one job, got {', '.join(sorted(d))}; pardnn runs one task per host "
+        raise InputError(f"{where}: expected one job, got {', '.join(sorted(d))}; pardnn runs one task per host "
                          "in a single job")
     job, tasks = next(iter(d.items()))
     if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t for t in tasks):
-        raise InputError(f"{source}: job {job!r} must list its tasks as \"host:port\" strings")
+        raise InputError(f"{where}: job {job!r} must list its tasks as \"host:port\" strings")
     for i, t in enumerate(tasks):
         host, sep, port = t.rpartition(":")
         if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-            raise InputError(f"{source}: task address {t!r} is not host:port")
+            raise InputError(f"{where}: task address {t!r} is not host:port")
         if t in tasks[:i]:
-            raise InputError(f"{source}: tasks {tasks.index(t)} and {i} of job {job!r} are both at {t}; each task "
+            raise InputError(f"{where}: tasks {tasks.index(t)} and {i} of job {job!r} are both at {t}; each task "
                              "needs an address of its own")
-    return TFClusterSpec(tuple(tasks), job)
+    return TFClusterSpec(tuple(tasks), job, source)
 
 
 def check_bindable(address: str, task: int) -> None:
@@ -97,7 +98,7 @@ def check_bindable(address: str, task: int) -> None:
 
 
 def read_cluster_spec(path: str | Path) -> TFClusterSpec:
-    return replace(cluster_spec_from_dict(read_json(path), source=str(path)), source=str(path))
+    return cluster_spec_from_dict(read_json(path), source=str(path))
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
