@@ -478,12 +478,11 @@ def plot_makespans(result: BenchResult, path: Path | io.BytesIO) -> Path | io.By
     if fig is None:
         return None
     import matplotlib.pyplot as plt
-    buf = path if not isinstance(path, (str, Path)) else io.BytesIO()   # a file object: the HTML report's plot
+    to_file = isinstance(path, (str, Path))      # else a file object: the HTML report's plot
+    buf = io.BytesIO() if to_file else path
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    if not isinstance(path, (str, Path)):
-        return path
-    return atomic_write(path, buf.getvalue())
+    return atomic_write(path, buf.getvalue()) if to_file else path
 
 
 def markdown_report(result: BenchResult, *, command: str, machine: str = "") -> str:
