@@ -23,7 +23,7 @@ from ..backend.common import default_cluster
 from ..errors import InfeasibleError, InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import input_format
-from ..units import format_bytes, format_time
+from ..units import format_bytes, format_time, plural
 from .options import (OUTPUT_FILE, build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
                       make_frontend_options, pin_options, pinning_from)
 
@@ -34,7 +34,7 @@ TF_FORMATS = ("savedmodel", "graphdef", "keras")
 
 
 def _table(report) -> str:
-    lines = [f"{report.graph}: {len(report.stages)} stages on {len(report.devices)} devices "
+    lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {_on_devices(report.ops_per_device, len(report.devices))} "
              f"(costs: {report.cost_model})",
              f"predicted step time  {format_time(report.predicted_us)}  (machine model)",
              f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined steps; "
@@ -49,6 +49,13 @@ def _table(report) -> str:
         lines.append(f"{s.index:>5}  {s.device_name:<{w}}  {s.provider:<{pw}}  {s.nodes:>6}  {s.inputs:>4}  "
                      f"{s.outputs:>4}  {format_time(s.compute_us)}")
     return "\n".join(lines)
+
+
+def _on_devices(ops_per_device, num_devices: int) -> str:
+    """"2 devices", or "1 of 3 devices" where some of the run's devices hold no op."""
+    k = num_devices
+    used = sum(1 for n in ops_per_device if n) if len(ops_per_device) == k else k
+    return plural(k, "device") if used == k else f"{used} of {plural(k, 'device')}"
 
 
 def _fits_line(report) -> str:
@@ -67,7 +74,8 @@ def _tf_table(r) -> str:
     pc, sr = r.placement_check, r.send_recv
     where = f" at {r.session_target}" if r.session_target else ""
     lines = [
-        f"{r.graph}: {sum(r.ops_per_device)} ops on {len(r.devices)} devices ({_MODES.get(r.mode, r.mode)}{where}); "
+        f"{r.graph}: {plural(sum(r.ops_per_device), 'op')} on {_on_devices(r.ops_per_device, len(r.devices))} "
+        f"({_MODES.get(r.mode, r.mode)}{where}); "
         f"costs: {r.cost_model or 'unknown'}",
         f"predicted step time  {format_time(r.predicted_us)}  (machine model)",
         f"measured step time   {format_time(r.measured_us)}  (median of {len(r.samples_us)} steps; "

@@ -248,6 +248,11 @@ def test_cli_partition_then_run_json(models, tmp_path):
     assert r.exit_code == EXIT_INPUT and "give --measured the run of" in r.output and not (tmp_path / "r2.html").exists()
     r = run("run", models["gpt"], out, *flags)
     assert r.exit_code == 0 and "outputs match        yes" in r.stdout and "fits the model       yes" in r.stdout
+    stages = len(d["stages"])
+    assert r.stdout.startswith(f"{d['graph']}: {stages} stages on 2 devices "), r.stdout
+    # a cluster larger than the placement: the line said "on 3 devices" of stages that use 2
+    r = run("run", models["gpt"], out, *flags, "--devices", 3, "--steps", 1)
+    assert r.exit_code == 0 and f": {stages} stages on 2 of 3 devices " in r.stdout, r.stdout
 
 
 def test_a_run_that_predicts_with_other_op_times_than_its_placement_says_so(models, tmp_path):
