@@ -626,7 +626,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     sr = count_send_recv(run.metadata.partition_graphs, frozenset(g.names))
     effective = effective_assignment(g, assignment, devices)
     fed = {split_tensor_name(f.name)[0] for f in model.feeds}
-    sched, sim_tensors = _simulated(g, cl, effective, devices)
+    # the prediction names the devices the step ran on (a violation on logical CPUs named /device:GPU:0)
+    sched, sim_tensors = _simulated(g, cl.renamed(tuple(devices) + cl.names[len(devices):]), effective, devices)
     from_feeds = [t for t in sim_tensors if t[0] in fed]
     only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
     outputs = dict(zip(g.names, np.diff(g.port_ptr).tolist()))

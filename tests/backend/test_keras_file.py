@@ -153,6 +153,9 @@ def test_partition_run_and_rewrite_a_keras_file(files, fit_loss, tmp_path):
     assert proc.returncode == EXIT_INFEASIBLE, proc.stderr[-2000:]
     bad = json.loads(proc.stdout)
     assert bad["outputs_match"] and bad["feasible"] is False and bad["violations"][0].startswith("device ")
+    # naming the device the step ran on, a logical CPU here, not the machine model's default /device:GPU:0
+    v = bad["violations"][0]
+    assert any(f"({d}) needs" in v for d in bad["devices"]) and "CPU" in v and "GPU" not in v, v
     assert proc.stderr.strip().count("\n") == 0 and "the placement breaks the machine model: device" in proc.stderr
 
     out = tmp_path / "placed"
