@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class FrontendOptions:
@@ -37,8 +39,8 @@ class FrontendOptions:
         """The checks the command line's flags make (``--batch-size`` and ``--dim`` at least 1, ``--profile`` at
         least 0), for options made in Python: a batch of -1 was otherwise found deep in an import, as "running
         the model to measure it failed: negative dimensions are not allowed", and a batch of 0 imported."""
-        def whole(value: object) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
+        def whole(value: object) -> bool:     # as `pardnn.units.is_whole`: numpy's integers too, not a bool
+            return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
         if self.batch_size is not None and not (whole(self.batch_size) and self.batch_size >= 1):
             raise ValueError(f"FrontendOptions: batch_size must be a whole number at least 1 or None, "
@@ -49,3 +51,9 @@ class FrontendOptions:
         for key, value in dict(self.dims).items():
             if not (whole(value) and value >= 1):
                 raise ValueError(f"FrontendOptions: dims[{key!r}] must be a whole number at least 1, got {value!r}")
+        # numpy's integers kept as Python's: the batch size is written into placements as JSON
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "profile_steps", int(self.profile_steps))
+        if any(not isinstance(v, int) for v in dict(self.dims).values()):
+            object.__setattr__(self, "dims", {k: int(v) for k, v in dict(self.dims).items()})

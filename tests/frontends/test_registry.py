@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -35,6 +36,17 @@ def test_options_made_in_python_are_checked_as_the_flags_are(options, match):
     with pytest.raises(ValueError, match=match):
         FrontendOptions(**options)
     assert FrontendOptions(batch_size=1, profile_steps=0, dims={"seq": 32}).dims == {"seq": 32}
+
+
+def test_options_take_numpy_integers_as_python_ones():
+    """``FrontendOptions(batch_size=np.int64(4))`` was refused ("must be a whole number"), where `GraphBuilder`,
+    `Placement` and `Cluster` take numpy's integers; they are kept as Python's, which JSON can write."""
+    import numpy as np
+    o = FrontendOptions(batch_size=np.int64(4), profile_steps=np.int32(2), dims={"seq": np.int16(8)})
+    assert (o.batch_size, o.profile_steps, o.dims) == (4, 2, {"seq": 8})
+    assert json.dumps([o.batch_size, o.profile_steps, o.dims]) == '[4, 2, {"seq": 8}]'
+    with pytest.raises(ValueError, match="batch_size must be"):
+        FrontendOptions(batch_size=np.bool_(True))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
