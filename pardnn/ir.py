@@ -454,6 +454,14 @@ def _check_number(value: Any, what: str, where: str, *, integer: bool) -> float 
     return float(value)
 
 
+def _shown(value: object) -> str:
+    """``value`` as a message shows it: as JSON writes it, else (bytes, a path, an object) its repr."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 class GraphBuilder:
     """Accumulates nodes and edges, then builds a checked `OpGraph`.
 
@@ -466,6 +474,8 @@ class GraphBuilder:
     def __init__(self, name: str, *, source: str | None = None):
         self.name = name
         self.source = source
+        if not isinstance(name, str):       # as a graph file's "name": a graph saved with it must load
+            raise GraphError(self._where(f"the graph's name must be a string, got {_shown(name)}"))
         self._index: dict[str, int] = {}
         self._names: list[str] = []
         self._ops: list[str] = []
@@ -498,7 +508,7 @@ class GraphBuilder:
                  temp_bytes: int | float = 0, persistent_bytes: int | float = 0,
                  colocation: str | None = None, pinned: int | None = None, **extra: Any) -> int:
         if not isinstance(name, str) or not name:
-            raise GraphError(self._where(f"node names must be non-empty strings, got {json.dumps(name)}"))
+            raise GraphError(self._where(f"node names must be non-empty strings, got {_shown(name)}"))
         if name in self._index:
             raise GraphError(self._where(f"duplicate node name {name!r}"))
         where = self._where(f"node {name!r}")
@@ -769,7 +779,7 @@ def graph_from_dict(d: Any, *, source: str | None = None) -> OpGraph:
         raise GraphError(f"{where}: \"edges\" must be a list")
     name = d.get("name")
     if name is not None and not isinstance(name, str):      # a node's name must be a string too
-        raise GraphError(f"{where}: the graph's \"name\" must be a string or null, got {json.dumps(name)}")
+        raise GraphError(f"{where}: the graph's \"name\" must be a string or null, got {_shown(name)}")
     name = name or (Path(source).name.split(".")[0] if source else "graph")
     meta = {k: v for k, v in d.items() if k not in ("format", "version", "name", "nodes", "edges")}
     with paused_gc():
@@ -817,7 +827,7 @@ def graph_from_networkx(G, name: str | None = None) -> OpGraph:
     Node and edge attributes use the ``pardnn.graph`` field names; missing
     ones take their defaults. Node order is ``G``'s iteration order.
     """
-    b = GraphBuilder(name or G.graph.get("name") or "graph")
+    b = GraphBuilder(str(name or G.graph.get("name") or "graph"))    # str(), as the nodes' names
     for n, attrs in G.nodes(data=True):
         extra = {k: v for k, v in attrs.items() if k not in _NODE_KEYS}
         b.add_node(str(n), attrs.get("op", ""), time_us=attrs.get("time_us", 0.0),

@@ -80,6 +80,25 @@ def test_networkx_round_trip():
     assert k.names == ("x", "y", "z") and k.time_us.tolist() == [0, 0, 0]
 
 
+def test_names_that_are_not_strings(tmp_path):
+    """A review: a refused node name of bytes or a path raised JSON's own TypeError ("Object of type bytes is
+    not JSON serializable"), not the GraphError; a networkx graph named 2024 saved a file that `load_graph`
+    refused ("name" must be a string). Its name is now str()'d, as its nodes' names are."""
+    from pathlib import Path
+    for bad, shown in ((b"a", "b'a'"), (Path("a"), "PosixPath('a')"), (3, "3")):
+        with pytest.raises(GraphError, match=re.escape(f"node names must be non-empty strings, got {shown}")):
+            GraphBuilder("g").add_node(bad)
+    with pytest.raises(GraphError, match=re.escape("the graph's name must be a string, got b'g'")):
+        GraphBuilder(b"g")
+    d = {"format": "pardnn.graph", "version": 1, "name": Path("x"), "nodes": [], "edges": []}
+    with pytest.raises(GraphError, match=re.escape('"name" must be a string or null, got PosixPath(\'x\')')):
+        graph_from_dict(d, source="g.json")
+    G = nx.DiGraph(name=2024)
+    G.add_node("a")
+    g = graph_from_networkx(G)
+    assert g.name == "2024" and load_graph(save_graph(g, tmp_path / "nx.json")).name == "2024"
+
+
 def test_cycle_is_rejected_naming_a_node_on_it():
     """
         a -> b -> c -> d
