@@ -62,11 +62,17 @@ def parse_cores(text: str) -> tuple[int, ...]:
         m = _CORE_RANGE.fullmatch(part)
         if m is None or (m[2] is not None and int(m[2]) < int(m[1])):
             raise ValueError(f"cores {text!r}: expected a list such as 0,2-3")
-        out.extend(range(int(m[1]), int(m[2] or m[1]) + 1))
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if hi > MAX_CORE:       # before the range is made: "0-9999999999" ran out of memory
+            raise ValueError(f"cores {text!r}: core {hi} is past any machine's (at most {MAX_CORE})")
+        out.extend(range(lo, hi + 1))
     return tuple(sorted(set(out)))
 
 
 _CORE_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+MAX_CORE = 65_535
+"""The largest core index `parse_cores` takes (Linux builds for at most 8,192 CPUs); which cores this process
+may use is checked after."""
 
 
 def serve(cluster_spec: dict, job: str, task: int, *, cpus: int = 0, lifetime_s: float = 0.0,

@@ -420,6 +420,9 @@ def test_serve_says_why_it_cannot_serve_before_tensorflow_loads(tmp_path):
         r = serve(["127.0.0.1:2222"], "--cores", cores)
         assert r.exit_code == EXIT_USAGE and f"Invalid value for --cores: cores {cores!r}: expected a list such as " \
             "0,2-3" in r.stderr, cores
+    # a range past any machine's is refused before it is made (a review: 0-9999999999 ran out of memory)
+    r = serve(["127.0.0.1:2222"], "--cores", "0-9999999999")
+    assert r.exit_code == EXIT_USAGE and "core 9999999999 is past any machine's (at most 65535)" in r.stderr
 
 
 def test_bench_refuses_a_run_with_no_case_and_a_count_of_zero(tmp_path):
