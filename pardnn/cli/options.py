@@ -250,7 +250,7 @@ def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size
     parsed = {}
     for item in dims:
         key, sep, value = item.partition("=")
-        if not sep or not key or not value.strip().isdigit():
+        if not sep or not key or not (value.strip().isascii() and value.strip().isdigit()):   # not "²", "١"
             raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
         if int(value) < 1:
             raise click.BadParameter(f"a dimension must be at least 1, got {item!r}", param_hint="--dim")

@@ -259,6 +259,9 @@ def test_unknown_method_is_a_usage_error(small_graph):
 @pytest.mark.parametrize("args, message", [
     (["info", "g.json", "--device-profile", "h200"], "Invalid value for '--device-profile': 'h200' is not one of"),
     (["info", "g.json", "--dim", "batch=0"], "Invalid value for --dim: a dimension must be at least 1"),
+    # a review: "²" was an internal error (int() refuses what isdigit() takes), "١" read as 1
+    (["info", "g.json", "--dim", "seq=\u00b2"], "Invalid value for --dim: expected NAME=VALUE with an integer"),
+    (["info", "g.json", "--dim", "seq=\u0661"], "Invalid value for --dim: expected NAME=VALUE with an integer"),
     (["run", "g.json", "p.json", "--rtol", "-1"], "Invalid value for '--rtol': -1.0 is not in the range x>=0"),
     (["run", "g.json", "p.json", "--atol", "-1"], "Invalid value for '--atol'"),
     (["run", "g.json", "p.json", "--local-cluster", "2", "--cluster-spec", "c.json"],
