@@ -22,6 +22,10 @@ from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_opt
                       write_placement_report)
 
 
+MAX_LISTED = 10
+"""Violations the summary lists; a line counts the rest."""
+
+
 def _placement_table(g, cluster: Cluster, sched, *, title: str, lower_us: float,
                      seconds: float | None = None) -> str:
     serial = float(g.time_us.sum() / cluster.speed.max()) if g.num_nodes else 0.0
@@ -45,8 +49,11 @@ def _placement_table(g, cluster: Cluster, sched, *, title: str, lower_us: float,
         lines.append(f"{dev.name:<{name_w}}  {counts[d]:>8,}  {format_time(load[d]):>11}  "
                      f"{format_bytes(sched.peak_bytes[d]):>11}  {format_bytes(cap):>11}  {use}{flag}")
     lines.append(f"feasible             {'yes' if sched.feasible else 'NO'}")
-    for v in sched.violations[:10]:
+    for v in sched.violations[:MAX_LISTED]:
         lines.append(f"  - {v.message}")
+    if len(sched.violations) > MAX_LISTED:      # a review: the rest were dropped without a word
+        lines.append(f"  ... and {len(sched.violations) - MAX_LISTED:,} more, {len(sched.violations):,} in all "
+                     "(simulate --json lists them; the table marks every device OVER)")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import os
 import socket
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -435,3 +436,19 @@ def test_bench_refuses_a_run_with_no_case_and_a_count_of_zero(tmp_path):
     r = run("bench", "--suite", "samples", "--k", "2,0", "-o", out)
     assert r.exit_code == EXIT_USAGE and "Invalid value for --k: device counts are at least 1" in r.stderr
     assert not out.exists()
+
+
+def test_the_summary_counts_the_violations_it_does_not_list(tmp_path):
+    """A review: `simulate` of 25 ops on 25 devices of 100 bytes listed 10 violations and dropped the other 15
+    without a word (the HTML page said how many it left out)."""
+    from pardnn.placement import Placement, save_placement
+    g = tiny([(f"n{i}", 1, 1000) for i in range(25)], [])
+    graph = save_graph(g, tmp_path / "g.json")
+    place = save_placement(Placement(np.arange(25), tuple(f"/device:GPU:{i}" for i in range(25))), g,
+                           tmp_path / "p.json")
+    r = run("simulate", graph, place, "-k", 25, "--memory", 100)
+    assert r.exit_code == EXIT_INFEASIBLE
+    listed = [line for line in r.stdout.splitlines() if line.startswith("  - device ")]
+    assert len(listed) == 10 and "  ... and 15 more, 25 in all (simulate --json lists them" in r.stdout, r.stdout
+    assert len(json.loads(run("simulate", graph, place, "-k", 25, "--memory", 100, "--json").stdout)
+               ["violations"]) == 25
