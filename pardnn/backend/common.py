@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..cluster import Cluster
-from ..errors import InputError
+from ..errors import InputError, PlacementError
 from ..fileio import read_json
+from ..ir import OpGraph
 from ..placement import Placement
 
 
@@ -31,3 +34,17 @@ def placement_device_count(path: str | Path) -> int | None:
         return None
     devices = d.get("devices") if isinstance(d, dict) else None
     return len(devices) if isinstance(devices, list) and devices else None
+
+
+def check_devices(g: OpGraph, placement: Placement, cluster: Cluster, source: str | None = None) -> None:
+    """Every used device must exist in the cluster; raises `PlacementError` naming the node (and ``source``,
+    the placement's file, first)."""
+    K = cluster.num_devices
+    bad = np.flatnonzero(placement.assignment >= K)
+    if bad.size:
+        v = int(bad[0])
+        d = int(placement.assignment[v])
+        name = placement.devices[d] if d < len(placement.devices) else str(d)
+        raise PlacementError(f"{source + ': ' if source else ''}node {g.names[v]!r} is placed on device {d} "
+                             f"({name}), which is not in the cluster ({K} device{'s' if K != 1 else ''}: "
+                             f"{', '.join(cluster.names)})")

@@ -47,7 +47,7 @@ from ..frontends.onnx.runtime import example_feeds, make_session, provider_label
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement, check_batch_size, check_costs, load_placement
-from .common import default_cluster
+from .common import check_devices, default_cluster
 
 
 @dataclass(frozen=True)
@@ -352,20 +352,6 @@ def _compare_arrays(want, have, *, rtol: float, atol: float) -> tuple[bool, floa
         return bool(np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True)), worst
     same = bool(np.array_equal(have, want))
     return same, 0.0 if same else float("inf")
-
-
-def check_devices(g: OpGraph, placement: Placement, cluster: Cluster, source: str | None = None) -> None:
-    """Every used device must exist in the cluster; raises `PlacementError` naming the node (and ``source``,
-    the placement's file, first)."""
-    K = cluster.num_devices
-    bad = np.flatnonzero(placement.assignment >= K)
-    if bad.size:
-        v = int(bad[0])
-        d = int(placement.assignment[v])
-        name = placement.devices[d] if d < len(placement.devices) else str(d)
-        raise PlacementError(f"{source + ': ' if source else ''}node {g.names[v]!r} is placed on device {d} "
-                             f"({name}), which is not in the cluster ({K} device{'s' if K != 1 else ''}: "
-                             f"{', '.join(cluster.names)})")
 
 
 def run_placement(model: str | Path, placement: str | Path | Placement, *,

@@ -27,7 +27,7 @@ from ..cluster import Cluster
 from ..errors import InputError, MissingDependencyError, PlacementError
 from ..frontends import FrontendOptions
 from ..placement import Placement, check_batch_size, check_costs, load_placement
-from .common import placement_device_count
+from .common import check_devices, placement_device_count
 from .tf_cluster import LocalCluster, Pinning, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec
 from .tf_devices import ClusterTarget, LocalTarget, map_devices
@@ -115,7 +115,7 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     check_costs(pl.meta.get("costs"), imp.graph.meta, where)
     cl = cluster(pl) if callable(cluster) else cluster
     if cl is not None:
-        tf_run.check_cluster_size(pl, cl, where)     # before the servers start and the steps run
+        check_devices(imp.graph, pl, cl, where)     # before the servers start and the steps run
     common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)
     if noise_factor is not None:

@@ -60,7 +60,7 @@ from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
 from ..machine import simulate, single_device_peak
 from ..placement import Placement
-from .common import default_cluster
+from .common import check_devices, default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
 from .tf_checks import (PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv,
                         is_real_device, reconcile_fused, traced_names)
@@ -569,13 +569,6 @@ def effective_assignment(g: OpGraph, assignment: Assignment, devices: Sequence[s
     return out
 
 
-def check_cluster_size(placement: Placement, cluster: Cluster, where: str) -> None:
-    """The prediction's cluster must have every device the placement uses: checked before anything runs."""
-    if cluster.num_devices < placement.num_devices:
-        raise PlacementError(f"{where}: the placement uses {placement.num_devices} devices but the cluster has "
-                             f"{cluster.num_devices}")
-
-
 def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | ClusterTarget | None = None,
                session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
                atol: float = 1e-5, noise_factor: float = NOISE_FACTOR, noise: str = "auto",
@@ -597,7 +590,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     if steps < 1:
         raise ValueError("steps must be at least 1")
     cl = cluster or default_cluster(placement)
-    check_cluster_size(placement, cl, where)
+    check_devices(g, placement, cl, where)
     target = target or local_target(placement)
     devices = map_devices(placement.devices, target)
     assignment = assign_devices(g, placement, devices)
