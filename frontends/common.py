@@ -71,6 +71,8 @@ def first_line(exc: BaseException) -> str:
     >>> first_line(ValueError("Graph execution error:\\n\\n=====\\nUNAVAILABLE: From /job:worker/replica:0/task:1:"
     ...                       "\\nSocket closed\\nAdditional GRPC error information ...\\n====="))
     'UNAVAILABLE: From /job:worker/replica:0/task:1: Socket closed'
+    >>> first_line(ValueError("Invalid argument: Expected shape:\\n\\t [[{{node x}}]]"))
+    'Invalid argument: Expected shape:'
     """
     text = getattr(exc, "message", None) or str(exc)
     lines = [raw for raw in text.splitlines() if not _RULE.match(raw.strip())]
@@ -89,8 +91,9 @@ def first_line(exc: BaseException) -> str:
         if not line or line in _HEADERS or _NOISE.match(line):
             continue
         line = _CODE.sub("", line)
-        if line.endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
-            line = f"{line} {lines[i + 1].strip()}"
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if line.endswith(":") and nxt and nxt not in _HEADERS and not _NOISE.match(nxt):   # not "[[{{node x}}]]"
+            line = f"{line} {_CODE.sub('', nxt)}"
         if line:
             return line
     first = text.strip().splitlines()
