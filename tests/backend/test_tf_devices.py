@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import pardnn.backend.tf_devices as tf_devices
 from pardnn.backend.tf_cluster import TFClusterSpec, cluster_spec_from_dict, devices_per_task, free_ports
 from pardnn.backend.tf_devices import (ClusterTarget, DeviceName, LocalTarget, devices_needed, host_device,
                                        map_devices, parse_device, same_device)
 from pardnn.errors import InputError, PlacementError
 
 GPUS4 = [f"/device:GPU:{i}" for i in range(4)]
-
-
-def test_docstring_examples():
-    result = doctest.testmod(tf_devices)
-    assert result.attempted > 0 and result.failed == 0
 
 
 @pytest.mark.parametrize("text, parsed", [

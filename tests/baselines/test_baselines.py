@@ -7,7 +7,6 @@ makes is checked with the simulator (`pardnn.machine.simulate`).
 
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ from hypothesis import strategies as st
 
 from pardnn.analysis import critical_path, topological_order
 from pardnn.baselines import PLACERS, etf, expert, heft, metis, sct, single
-from pardnn.baselines import common as common_module
 from pardnn.baselines.common import LinkCosts, MemoryTracker, unit_pins
 from pardnn.cluster import Cluster, Device, Link
 from pardnn.ir import GraphBuilder
@@ -580,10 +578,6 @@ def test_uniform_link_shortcut_agrees_with_the_general_sum(g, data):
         assert fast.data_ready(v, dev, fin) == pytest.approx(slow.data_ready(v, dev, fin))
 
 
-@pytest.mark.parametrize("module", [common_module, expert, sct])
-def test_docstring_examples(module):
-    result = doctest.testmod(module)
-    assert result.attempted > 0 and result.failed == 0
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

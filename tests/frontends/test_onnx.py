@@ -6,8 +6,6 @@ against the arrays onnxruntime actually produces.
 
 from __future__ import annotations
 
-import doctest
-import importlib
 
 import numpy as np
 import pytest
@@ -462,14 +460,6 @@ def test_training_artifact_gpt_needs_its_label_dimension_and_partitions():
     assert sched.feasible
     for members in g.groups:
         assert len(set(plan.assignment[members].tolist())) == 1
-
-
-@pytest.mark.parametrize("name", ["pardnn.frontends.onnx.model", "pardnn.frontends.onnx.shapes",
-                                  "pardnn.frontends.onnx.costs", "pardnn.frontends.onnx.runtime",
-                                  "pardnn.frontends.onnx.zoo"])
-def test_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_views_forward_their_input_buffer(tmp_path):

@@ -605,15 +605,6 @@ def test_dense_stacks_keep_the_frontend_invariants(widths, batch):
                 assert g.colocation[g.id(src)] == g.colocation[g.id(n.name)] >= 0
 
 
-@pytest.mark.parametrize("name", ["pardnn.frontends.tensorflow.model", "pardnn.frontends.tensorflow.shapes",
-                                  "pardnn.frontends.tensorflow.loops", "pardnn.frontends.tensorflow.phases"])
-def test_docstring_examples(name):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(name))
-    assert result.attempted > 0 and result.failed == 0
-
 
 def _allocator_peak(model: TFModel, feed: dict) -> int:
     """TensorFlow's own CPU allocator peak over a step of ``model``'s GraphDef, run as ``pardnn run`` runs it (a v1
