@@ -52,24 +52,28 @@ def parse_size(text: str | int | float) -> int:
 
 
 def parse_rate(text: str | int | float) -> float:
-    """Bytes per microsecond from ``"12GB/s"``, ``"12GiB/s"``, ``"100Gbit/s"``, ``"25Gbps"`` or a bare number.
+    """Bytes per microsecond from ``"12GB/s"``, ``"12GiB/s"``, ``"12GBps"``, ``"100Gbit/s"``, ``"100Gb/s"``,
+    ``"25Gbps"`` or a bare number.
 
-    Link rates are decimal by convention, so a bare prefix (``12G/s``) is decimal here.
+    As network rates are written, a capital ``B`` is bytes and a small ``b`` bits (``12Gb/s`` is 1,500 bytes per
+    us, ``12GB/s`` 12,000); ``byte`` and ``bit`` are spelt out in any case. Link rates are decimal by
+    convention, so a bare prefix (``12G/s``) is decimal here, and bytes.
+
+    >>> parse_rate("12Gb/s"), parse_rate("12GBps"), parse_rate("12G/s")
+    (1500.0, 12000.0, 12000.0)
     """
     if isinstance(text, (int, float)):
         return float(text)
     value, unit = _split(text, "rate")
     if unit == "":
         return value
-    u = unit.lower()
-    m = re.fullmatch(r"([kmgt]?)(i?)(b|byte|bit|bps|)(/s)?", u)
-    if not m or (m.group(3) != "bps" and not m.group(4)) or (m.group(3) == "bps" and m.group(4)):
-        raise ValueError(f"unknown rate unit {unit!r} in {text!r} (use e.g. 12GB/s, 12GiB/s, 25Gbit/s)")
-    prefix, binary, kind = m.group(1), m.group(2), m.group(3)
+    m = re.fullmatch(r"([kmgtKMGT]?)([iI]?)(B|b|[bB][yY][tT][eE][sS]?|[bB][iI][tT][sS]?|Bps|bps|)(/[sS])?", unit)
+    if not m or (m.group(3) in ("bps", "Bps")) == bool(m.group(4)):     # "/s", or "ps", not both
+        raise ValueError(f"unknown rate unit {unit!r} in {text!r} (use e.g. 12GB/s, 12GiB/s, 100Gb/s, 25Gbps)")
+    prefix, binary, kind = m.group(1).lower(), m.group(2), m.group(3)
     exponent = " kmgt".index(prefix) if prefix else 0
     factor = (1024 if binary else 1000) ** exponent
-    # "b" after a prefix is bytes (GB/s), as in the rest of pardnn; bits are spelt bit or bps.
-    bits = kind in ("bit", "bps")
+    bits = kind in ("b", "bps") or kind.lower().startswith("bit")
     return value * factor / (8.0 if bits else 1.0) / 1e6
 
 

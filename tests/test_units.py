@@ -14,6 +14,10 @@ def test_sizes(text, expected):
 @pytest.mark.parametrize("text, expected", [
     ("12GB/s", 12000.0), ("12GiB/s", 12 * 2**30 / 1e6), ("100Gbit/s", 12500.0), ("25Gbps", 3125.0),
     ("900GB/s", 900000.0), ("12000", 12000.0),
+    # a capital B is bytes, a small b bits, as network rates are written (a SPEC trial: 12Gb/s was read as
+    # 12 GB/s, 12GBps as bits: each 8x off without a word)
+    ("12Gb/s", 1500.0), ("12GBps", 12000.0), ("12Gbps", 1500.0), ("100GBit/s", 12500.0), ("12G/s", 12000.0),
+    ("12GB/S", 12000.0), ("12 bytes/s", 12e-6),
 ])
 def test_rates_in_bytes_per_microsecond(text, expected):
     assert parse_rate(text) == pytest.approx(expected)
@@ -26,7 +30,7 @@ def test_times_in_microseconds(text, expected):
 
 
 @pytest.mark.parametrize("fn, text", [(parse_size, "16 parsecs"), (parse_size, "GiB"), (parse_rate, "12GB"),
-                                      (parse_rate, "12Q/s"), (parse_time, "3 fortnights")])
+                                      (parse_rate, "12Q/s"), (parse_rate, "12Gbps/s"), (parse_rate, "12GBPS"), (parse_time, "3 fortnights")])
 def test_bad_units_are_value_errors(fn, text):
     with pytest.raises(ValueError):
         fn(text)
