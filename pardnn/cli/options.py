@@ -98,8 +98,8 @@ def cluster_options(f):
         click.option("--speed", help="Relative speed per device (a number, or a comma list; default 1)."),
         click.option("--bandwidth", help="Link bandwidth: 12GB/s, 100Gbit/s, ... (default 12GB/s)."),
         click.option("--latency", help="Link latency: 25us, 0.01ms, ... (default 25us)."),
-        click.option("--device-prefix", default="/device:GPU:", show_default=True,
-                     help="Device names are this prefix plus an index."),
+        click.option("--device-prefix", help="Device names are this prefix plus an index (default /device:GPU:; "
+                                             "simulate and report: the placement's names)."),
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -148,13 +148,18 @@ def _parsed(flag: str, parse, text: str | None):
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
+DEFAULT_DEVICE_PREFIX = "/device:GPU:"
+"""A cluster made from flags names its devices this plus an index, unless ``--device-prefix`` says otherwise."""
+
+
 def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
-                  bandwidth: str | None, latency: str | None, device_prefix: str,
+                  bandwidth: str | None, latency: str | None, device_prefix: str | None,
                   default_devices: int | None = None) -> Cluster:
     """The cluster from ``--cluster`` or from the flags (flags may not be mixed with a file)."""
     if cluster_path:
-        if devices is not None or speed is not None or bandwidth is not None or latency is not None:
-            raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency")
+        if any(x is not None for x in (devices, speed, bandwidth, latency, device_prefix)):
+            raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency/"
+                                   "--device-prefix")
         c = load_cluster(cluster_path)
         if memory is not None:
             mem = list_of(parse_size, memory, "--memory")
@@ -191,7 +196,8 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
         kwargs["bandwidth_bytes_per_us"] = bw
     if lat is not None:
         kwargs["latency_us"] = lat
-    return Cluster(tuple(Device(f"{device_prefix}{i}", mem[i], spd[i]) for i in range(k)), **kwargs)
+    prefix = DEFAULT_DEVICE_PREFIX if device_prefix is None else device_prefix
+    return Cluster(tuple(Device(f"{prefix}{i}", mem[i], spd[i]) for i in range(k)), **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -289,6 +295,9 @@ def placement_cluster(placement_path: str, pl, cluster_path, devices, memory, sp
     if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
         raise InputError(f"{placement_path}: the placement is for {pl.num_devices} devices but the cluster has "
                          f"{cluster.num_devices}")
+    if not cluster_path and device_prefix is None and not text_form:
+        # the placement's own names (a SPEC trial: a placement of /job:worker/... devices was shown on GPUs)
+        cluster = cluster.renamed(pl.devices)
     return cluster, text_form
 
 

@@ -139,7 +139,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     if cluster_path:
         if speed is not None or bandwidth is not None or latency is not None:
             raise click.UsageError("--cluster cannot be combined with --speed/--bandwidth/--latency")
-        cluster = build_cluster(cluster_path, None, None if memory is None else str(memory), None, None, None, "")
+        cluster = build_cluster(cluster_path, None, None if memory is None else str(memory), None, None, None, None)
         if counts is None:
             counts = tuple(k for k in DEFAULT_DEVICES if k <= cluster.num_devices)
         elif max(counts) > cluster.num_devices:
@@ -148,7 +148,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     else:
         counts = counts or DEFAULT_DEVICES
         cluster = build_cluster(None, max(counts), None if memory is None else str(memory),
-                                None if speed is None else str(speed), bandwidth, latency, "/device:GPU:")
+                                None if speed is None else str(speed), bandwidth, latency, None)
     progress = ctx.obj["progress"]
     t0 = time.perf_counter()
     with progress.stage(f"reading {model}"):

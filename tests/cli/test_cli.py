@@ -452,3 +452,20 @@ def test_the_summary_counts_the_violations_it_does_not_list(tmp_path):
     assert len(listed) == 10 and "  ... and 15 more, 25 in all (simulate --json lists them" in r.stdout, r.stdout
     assert len(json.loads(run("simulate", graph, place, "-k", 25, "--memory", 100, "--json").stdout)
                ["violations"]) == 25
+
+
+def test_simulate_names_the_placements_devices_unless_told_otherwise(tmp_path, graph_file):
+    """A SPEC trial: docs/running.md says simulate's cluster defaults to "the placement's devices", but a
+    placement of /job:worker/... devices was simulated (and shown) on /device:GPU:0 and 1; `--device-prefix`
+    beside `--cluster` was ignored without a word."""
+    out = tmp_path / "p.json"
+    assert run("partition", graph_file, "-k", 2, "--device-prefix", "/job:worker/task:", "-o", out).exit_code == 0
+    d = json.loads(run("simulate", graph_file, out, "--json").stdout)
+    assert d["devices"] == ["/job:worker/task:0", "/job:worker/task:1"], d["devices"]
+    d = json.loads(run("simulate", graph_file, out, "--json", "--device-prefix", "/device:CPU:").stdout)
+    assert d["devices"] == ["/device:CPU:0", "/device:CPU:1"]
+    cluster = tmp_path / "c.json"
+    cluster.write_text(json.dumps({"format": "pardnn.cluster", "version": 1,
+                                   "devices": [{"name": "a"}, {"name": "b"}]}))
+    r = run("simulate", graph_file, out, "--cluster", cluster, "--device-prefix", "/device:CPU:")
+    assert r.exit_code == EXIT_USAGE and "--cluster cannot be combined with" in r.output
