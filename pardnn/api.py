@@ -126,7 +126,7 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
     a memory limit and ``require_feasible`` is set. Pins to devices the
     cluster does not have are an input error. For the pardnn pipeline, the
     pass timings are appended to ``timings`` when a list is given. ``source``
-    (the graph's file) starts the message of an input error.
+    (the graph's file) starts the message of an input error and of an `InfeasibleError`.
     """
     check_arguments(g, cluster, "partition")
     if method not in METHODS:
@@ -140,7 +140,8 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
                          f"(0 to {K - 1})")
     bound = capacity_lower_bound_violation(g, cluster)
     if bound and require_feasible:
-        raise InfeasibleError(f"no feasible placement exists: {bound[0]}", short_bytes=bound[1])
+        raise InfeasibleError(f"{source + ': ' if source else ''}no feasible placement exists: {bound[0]}",
+                              short_bytes=bound[1])
     plan = _place(g, cluster, method, options, progress, timings)
     sched = simulate(g, cluster, plan)
     plan = plan.with_predicted(sched.predicted())
@@ -161,5 +162,6 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
                             f"({f'{flag}, ' if flag else ''}{scale:.2f}x the given memory, found by search)")
             else:
                 message += f"; {method} does not fit even with 64x the memory"
-        raise InfeasibleError(message, short_bytes=sched.memory_shortfall(), min_capacity_bytes=min_cap)
+        raise InfeasibleError(f"{source + ': ' if source else ''}{message}", short_bytes=sched.memory_shortfall(),
+                              min_capacity_bytes=min_cap)
     return plan, sched
