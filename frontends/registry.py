@@ -108,8 +108,16 @@ def _detect_format(p: Path) -> str:
         head = read_head(p, 2048).decode("utf-8", "replace")
         if " -- " in head and "forward_compute_time=" in head:
             return "pipedream"
-    raise InputError(f"{p}: cannot tell the format from the name; expected a pardnn.graph .json[.gz], "
-                     "a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, an .onnx model, a PipeDream graph.txt, "
+    if p.is_file():     # another name: told from the form, as SPEC §5 has it (a pardnn.graph named g.txt)
+        head = read_head(p, 4096).decode("utf-8", "replace")
+        if head.lstrip().startswith("{") and '"pardnn.graph"' in head:
+            return "pardnn"
+        if head.lstrip().startswith("{") and ('"maxSizePerFPGA"' in head or '"maxFPGAs"' in head):
+            return "msr"
+        if " -- " in head and "forward_compute_time=" in head:
+            return "pipedream"
+    raise InputError(f"{p}: cannot tell the format from the name nor the contents (give --format); expected a "
+                     "pardnn.graph .json[.gz], a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, an .onnx model, a PipeDream graph.txt, "
                      "an MSR .json or a ParDNN .dot")
 
 

@@ -66,6 +66,22 @@ def test_options_reach_the_peer_loaders(tmp_path):
     assert load_input(path, options=FrontendOptions(name="mine")).name == "pipedream-mine"
 
 
+def test_a_graph_named_otherwise_is_told_by_its_form(tmp_path):
+    """A SPEC trial: SPEC §5 detects the format "from its form", but a pardnn.graph named g.txt, or with no
+    suffix, was "cannot tell the format from the name". The name comes first; the contents then."""
+    import gzip
+    text = gzip.decompress((SAMPLES / "pipedream_gnmt.json.gz").read_bytes())
+    for name, data in (("g.txt", text), ("g", text), ("g.bin", gzip.compress(text))):
+        (tmp_path / name).write_bytes(data)
+        assert detect_format(tmp_path / name) == "pardnn" and load_input(tmp_path / name).num_nodes == 93
+    (tmp_path / "p.txt").write_text(PIPEDREAM_EXCERPT)
+    (tmp_path / "p").write_text(PIPEDREAM_EXCERPT)
+    assert detect_format(tmp_path / "p") == detect_format(tmp_path / "p.txt") == "pipedream"
+    (tmp_path / "h.txt").write_text("hello")
+    with pytest.raises(InputError, match="cannot tell the format from the name nor the contents"):
+        detect_format(tmp_path / "h.txt")
+
+
 def test_a_graph_file_that_is_a_fifo_is_read_once(tmp_path):
     """Found by a bad-input trial: telling the format read the whole file (and gunzipped it) before the
     reader read it again, so a FIFO named g.json left `pardnn info` waiting for a second writer forever."""
