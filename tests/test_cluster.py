@@ -35,6 +35,16 @@ def test_links_override_pairs_and_round_trip(tmp_path):
     assert json.loads(path.read_text())["format"] == "pardnn.cluster"
 
 
+def test_a_file_leaves_out_what_it_likes_and_fractional_bytes_round():
+    """A SPEC trial: ``"memory_bytes": 1.5`` was cut to 1 (graph byte counts and --memory round half to even);
+    the defaults of keys left out were documented nowhere (docs/formats.md now lists them)."""
+    c = cluster_from_dict({"format": "pardnn.cluster", "version": 1,
+                           "devices": [{"memory_bytes": 1.5}, {"memory_bytes": 2.5}, {"memory_bytes": 2.7}, {}]})
+    assert c.capacity[:3].tolist() == [2, 2, 3] and np.isinf(c.capacity[3])
+    assert c.names == tuple(f"/device:GPU:{i}" for i in range(4)) and c.speed.tolist() == [1.0] * 4
+    assert c.transfer_time_us(0, 1, 12000) == 26.0      # 25 us and 12000 bytes/us
+
+
 def test_unlimited_memory_and_heterogeneous_devices():
     c = Cluster((Device("a", None, 1.0), Device("b", 2**30, 2.5)))
     assert np.isinf(c.capacity[0]) and c.speed.tolist() == [1.0, 2.5]
