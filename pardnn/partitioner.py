@@ -7,15 +7,15 @@ step time while every device stays within its limit.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .cluster import Cluster
 from .ir import OpGraph
+from .passes.mapping import check_comm_weight
+from .passes.refine import check_max_evals
 from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline, spec_entry
 from .placement import Placement
 from .progress import Progress
-from .units import is_number, is_whole
 
 METHOD = "pardnn"
 SEEDS = {"fast": {"schedulers": "heft+cpop+metis"}, "default": {},
@@ -48,12 +48,8 @@ class PardnnOptions:
     def __post_init__(self) -> None:
         if self.effort not in SEEDS:    # as the refine pass says it (a bare KeyError came out of default_spec)
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
-        r = self.refine_evals     # what --refine-evals takes (IntRange(min=0)); -1 and 2.5 ran as some budget
-        if r is not None and (not is_whole(r) or r < 0):
-            raise ValueError(f"refine_evals must be a whole number of simulations, 0 or more, or None, got {r!r}")
-        w = self.comm_weight      # a weight of the mapping's load balance: -1 or NaN mapped without a word
-        if not is_number(w) or not 0 <= w < math.inf:
-            raise ValueError(f"comm_weight must be a finite number, 0 or more, got {w!r}")
+        check_max_evals(self.refine_evals, "refine_evals")    # what --refine-evals takes (IntRange(min=0))
+        check_comm_weight(self.comm_weight)     # the passes' own checks, so a --pipeline spec says the same
 
 
 def default_spec(options: PardnnOptions | None = None) -> str:

@@ -25,6 +25,7 @@ that overflows least (then the fastest), which step 2 then repairs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,6 +36,7 @@ from ..cluster import Cluster
 from ..machine import CostModel, device_order, simulate
 from ..ir import OpGraph
 from ..pipeline import PlanState
+from ..units import is_number
 from ._kernels import map_clusters, resolve_units, straddling
 from ._threads import THREADS_FROM, map_in_order, workers_for
 
@@ -91,6 +93,13 @@ def map_onto(g: OpGraph, cluster: Cluster, state: PlanState, k: int, *, comm_wei
                          cm.c, pins, cluster.num_devices)
 
 
+def check_comm_weight(w: object, what: str = "comm_weight") -> None:
+    """Refuse a communication weight that is not a finite number, 0 or more (``PardnnOptions`` checks its
+    own with this too): -1 or NaN mapped without a word."""
+    if not is_number(w) or not 0 <= w < math.inf:
+        raise ValueError(f"{what} must be a finite number, 0 or more, got {w!r}")
+
+
 @dataclass(frozen=True)
 class Map:
     name: ClassVar[str] = "map"
@@ -107,6 +116,9 @@ class Map:
     """Compute and simulate the candidate plans on this many threads at once; None: as many as there are
     plans, at most the CPUs this process may use, on graphs of `_threads.THREADS_FROM` to `THREADS_UP_TO`
     nodes plus edges (one thread outside); 1 or less: one after the other. The plan is the same either way."""
+
+    def __post_init__(self) -> None:
+        check_comm_weight(self.comm_weight)
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.paths is None:

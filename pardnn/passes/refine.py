@@ -51,6 +51,7 @@ from ..ir import OpGraph, _csr
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState
+from ..units import is_whole
 from ._threads import map_in_order, run_strands, strands_for, workers_for
 from .memory import _Units, apply_moves, knapsack_moves
 
@@ -498,6 +499,13 @@ def unit_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mov
     return moves
 
 
+def check_max_evals(r: object, what: str = "max_evals") -> None:
+    """Refuse a budget that is not a whole number of simulations, 0 or more, or None (``PardnnOptions`` checks
+    its ``refine_evals`` with this too): -1 and 2.5 ran as some budget."""
+    if r is not None and (not is_whole(r) or r < 0):
+        raise ValueError(f"{what} must be a whole number of simulations, 0 or more, or None, got {r!r}")
+
+
 @dataclass(frozen=True)
 class Refine:
     name: ClassVar[str] = "refine"
@@ -579,6 +587,7 @@ class Refine:
     `_threads.strands_for` strands at once (with this many threads: as many, at most 2), the same plan again."""
 
     def __post_init__(self) -> None:
+        check_max_evals(self.max_evals)
         if self.effort not in EFFORTS:
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
         if not (isinstance(self.fuse, bool) or self.fuse == "auto"):

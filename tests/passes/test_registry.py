@@ -89,6 +89,13 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
     ("seed{contention=maybe}", r"seed: contention must be true, false or both, got 'maybe'"),
     ("refine-mem{effort=hard}", r"pass 'refine-mem': unknown effort 'hard'; choose fast, default, best"),
     ("memory{heuristic=greedy}", r"pass 'memory': unknown memory heuristic 'greedy'"),
+    # what PardnnOptions refuses, in the passes' own words (these ran with some weight or budget)
+    ("map{comm_weight=nan}", r"pass 'map': comm_weight must be a finite number, 0 or more, got nan"),
+    ("map{comm_weight=-1}", r"pass 'map': comm_weight must be a finite number, 0 or more, got -1"),
+    ("map{comm_weight=inf}", r"pass 'map': comm_weight must be a finite number"),
+    ("refine{max_evals=-1}", r"pass 'refine': max_evals must be a whole number of simulations, 0 or more, or None"),
+    ("refine{max_evals=2.5}", r"pass 'refine': max_evals must be a whole number .*got 2.5"),
+    ("refine-mem{max_evals=true}", r"pass 'refine-mem': max_evals must be a whole number .*got True"),
 ])
 def test_bad_specs_say_what_exists(spec, message):
     with pytest.raises(ValueError, match=message):
@@ -123,6 +130,8 @@ def test_the_command_line_runs_a_pipeline_spec(evict_registered, tmp_path):
                          (["--pipeline", "slice,map,seed{contention=maybe}"], "contention must be"),
                          (["--pipeline", "slice,map,refine{first_share=0}"], "first_share must be a number in (0, 1]"),
                          (["--pipeline", "slice,map,refine{wide_patience=0}"], "wide_patience must be a positive"),
+                         (["--pipeline", "slice,map{comm_weight=nan}"], "comm_weight must be a finite number"),
+                         (["--pipeline", "slice,map,refine{max_evals=-1}"], "max_evals must be a whole number"),
                          (["--pipeline", "slice,map", "--refine-evals", "3"], "--pipeline replaces"),
                          (["--method", "heft", "--pipeline", "slice,map"], "applies to the pardnn method only")):
         r = CliRunner().invoke(cli, args + extra)
