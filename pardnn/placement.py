@@ -63,6 +63,8 @@ class Placement:
         a = device_indices(self.assignment)
         object.__setattr__(self, "assignment", a)
         object.__setattr__(self, "devices", tuple(self.devices))
+        if len(self.devices) > MAX_DEVICES:     # a cluster's most: simulating it said so naming no file
+            raise PlacementError(f"a placement may list at most {MAX_DEVICES} devices, got {len(self.devices)}")
         if a.size and (a.min() < 0 or a.max() >= len(self.devices)):
             bad = int(np.flatnonzero((a < 0) | (a >= len(self.devices)))[0])
             raise PlacementError(f"node id {bad} is placed on device {a[bad]}, but there are "
@@ -115,6 +117,8 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     devices = d.get("devices")
     if not isinstance(devices, list) or not devices or not all(isinstance(x, str) for x in devices):
         raise PlacementError(f"{where}: \"devices\" must be a non-empty list of device names")
+    if len(devices) > MAX_DEVICES:
+        raise PlacementError(f"{where}: \"devices\" may list at most {MAX_DEVICES} devices, got {len(devices)}")
     if len(set(devices)) != len(devices):
         dup = next(x for x in devices if devices.count(x) > 1)
         raise PlacementError(f"{where}: device name {dup!r} appears twice in \"devices\"")

@@ -85,6 +85,17 @@ def test_a_device_named_twice(tmp_path, g):
         load_placement(_write(tmp_path, {"a": 0, "b": 1, "c/d e": 0}, devices=("x", "x")), g)
 
 
+def test_more_devices_than_a_cluster_may_have(tmp_path, g):
+    """A placement of 5,000 devices was taken, and simulating it (no cluster given) failed with "a cluster may
+    have at most 4096 devices", naming no file."""
+    with pytest.raises(PlacementError, match="a placement may list at most 4096 devices, got 5000"):
+        Placement(np.zeros(3, dtype=np.int64), tuple(f"d{i}" for i in range(5000)))
+    Placement(np.zeros(3, dtype=np.int64), tuple(f"d{i}" for i in range(4096)))      # the edge is valid
+    path = _write(tmp_path, {"a": 0, "b": 1, "c/d e": 0}, devices=tuple(f"d{i}" for i in range(5000)))
+    with pytest.raises(PlacementError, match=r"p.json: \"devices\" may list at most 4096 devices, got 5000"):
+        load_placement(path, g)
+
+
 def test_place_text_errors(tmp_path, g):
     path = tmp_path / "bad.place"
     path.write_text("a 0\nb x\n")

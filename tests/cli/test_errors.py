@@ -122,6 +122,17 @@ def test_a_text_placement_naming_an_absurd_device_is_bad_input(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+def test_a_placement_of_more_devices_than_a_cluster_may_have_is_bad_input(tmp_path):
+    """It failed with "a cluster may have at most 4096 devices", naming no file, though no cluster was given."""
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1}]))
+    (tmp_path / "p.json").write_text(json.dumps({"format": "pardnn.placement", "version": 1, "assignment": {"a": 0},
+                                                 "devices": [f"/device:GPU:{i}" for i in range(5000)]}))
+    for command in (("simulate",), ("report", "-o", "r.html")):
+        r = pardnn(command[0], "g.json", "p.json", *command[1:], cwd=tmp_path)
+        assert_one_line_error(r, EXIT_INPUT, "p.json", "at most 4096 devices")
+        assert not (tmp_path / "r.html").exists()
+
+
 @pytest.fixture
 def small_graph(tmp_path):
     (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1, "output_bytes": 8},
