@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import ClusterError
 from .fileio import read_json, write_json
-from .units import is_number
+from .units import is_number, is_whole
 
 CLUSTER_FORMAT = "pardnn.cluster"
 CLUSTER_VERSION = 1
@@ -57,6 +57,13 @@ class Link:
     bandwidth_bytes_per_us: float
     transfer_cpu_us: float | None = None
     transfer_cpu_bytes_per_us: float | None = None
+
+
+def _plain_bytes(m: Any) -> int | float | None:
+    """A checked ``memory_bytes`` as Python's int or float, None for unlimited (None or inf)."""
+    if m is None or m == math.inf:
+        return None
+    return int(m) if is_whole(m) else float(m)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +114,7 @@ class Cluster:
             dup = next(n for n in names if names.count(n) > 1)
             raise ClusterError(f"device name {dup!r} appears twice")
         for d in self.devices:
-            if not (d.speed > 0 and math.isfinite(d.speed)):
+            if not (is_number(d.speed) and d.speed > 0 and math.isfinite(d.speed)):
                 raise ClusterError(f"device {d.name!r}: speed must be a positive number, got {d.speed}")
             if not SPEED_RANGE[0] <= d.speed <= SPEED_RANGE[1]:
                 raise ClusterError(f"device {d.name!r}: speed must be from {SPEED_RANGE[0]:g} to "
@@ -120,6 +127,10 @@ class Cluster:
             K = len(self.devices)
             if len(self.links) != K or any(len(row) != K for row in self.links):
                 raise ClusterError(f"links must be a {K}x{K} matrix")
+        # Python's own numbers, so that to_dict writes plain JSON: numpy's int64 was no JSON, and an infinite
+        # memory was written as Infinity, which load_cluster refused; inf is None (unlimited) here
+        object.__setattr__(self, "devices", tuple(Device(d.name, _plain_bytes(d.memory_bytes), float(d.speed))
+                                                  for d in self.devices))
 
     # ---- construction --------------------------------------------------------
     @classmethod
@@ -128,15 +139,17 @@ class Cluster:
                     device_prefix: str = "/device:GPU:") -> "Cluster":
         if k < 1:
             raise ClusterError(f"need at least one device, got {k}")
+        if k > MAX_DEVICES:     # before building them: 2,000,000 devices took 7 s to be refused
+            raise ClusterError(f"a cluster may have at most {MAX_DEVICES} devices, got {k}")
         devs = tuple(Device(f"{device_prefix}{i}", memory_bytes, speed) for i in range(k))
         return cls(devs, latency_us, bandwidth_bytes_per_us)
 
     def with_memory(self, memory_bytes: int | Sequence[int | None] | None) -> "Cluster":
         """The same cluster with new capacities (one for all, or one per device)."""
-        if memory_bytes is None or isinstance(memory_bytes, (int, np.integer, float)):
-            mem = [None if memory_bytes is None else int(memory_bytes)] * self.num_devices
-        else:
-            mem = [None if m is None else int(m) for m in memory_bytes]
+        one = memory_bytes is None or isinstance(memory_bytes, (int, float, np.number, str))
+        mem = [memory_bytes] * self.num_devices if one else list(memory_bytes)
+        # whole bytes; inf (unlimited) and what is no count go to the checks as they are (int(inf) raised)
+        mem = [int(m) if is_number(m) and math.isfinite(m) else m for m in mem]
         devs = tuple(Device(d.name, m, d.speed) for d, m in zip(self.devices, mem))
         return dataclasses.replace(self, devices=devs)
 

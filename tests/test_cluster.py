@@ -116,6 +116,40 @@ def test_a_cluster_has_at_most_as_many_devices_as_the_devices_flag_allows():
     assert Cluster.homogeneous(4096).num_devices == 4096
 
 
+def test_homogeneous_refuses_too_many_devices_before_making_them(monkeypatch):
+    """``Cluster.homogeneous(2_000_000)`` took 7 s building devices before the cap refused them."""
+    import pardnn.cluster
+
+    def no_device(*args):
+        raise AssertionError("a device was made")
+
+    monkeypatch.setattr(pardnn.cluster, "Device", no_device)
+    with pytest.raises(ClusterError, match="at most 4096 devices, got 2000000"):
+        Cluster.homogeneous(2_000_000)
+
+
+@pytest.mark.parametrize("memory, speed", [(np.int64(10**9), np.int64(2)), (np.float32(1e9), np.float32(2.0)),
+                                           (10**9, 2.0)])
+def test_numpy_numbers_are_kept_as_pythons_and_written_as_plain_json(tmp_path, memory, speed):
+    """``save_cluster`` of ``memory_bytes=np.int64(10**9)`` raised a bare "Object of type int64 is not JSON
+    serializable"."""
+    c = Cluster.homogeneous(2, memory_bytes=memory, speed=speed)
+    assert all(type(d.memory_bytes) in (int, float) and type(d.speed) is float for d in c.devices)
+    back = load_cluster(save_cluster(c, tmp_path / "c.json"))
+    assert back.capacity.tolist() == [1e9, 1e9] and back.speed.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("inf", [float("inf"), np.float64("inf"), np.float32("inf")])
+def test_an_infinite_memory_is_unlimited_and_its_file_reads_back(tmp_path, inf):
+    """``memory_bytes=float("inf")`` was taken, `save_cluster` wrote ``Infinity`` and `load_cluster` refused
+    its own file; ``with_memory(inf)`` raised a bare OverflowError."""
+    for c in (Cluster.homogeneous(2, memory_bytes=inf), Cluster.homogeneous(2, memory_bytes=5).with_memory(inf)):
+        assert [d.memory_bytes for d in c.devices] == [None, None] and np.isinf(c.capacity).all()
+        path = save_cluster(c, tmp_path / "c.json")
+        assert "Infinity" not in path.read_text()
+        assert [d.memory_bytes for d in load_cluster(path).devices] == [None, None]
+
+
 def test_transfer_cpu_round_trips_and_stays_out_of_files_that_do_not_set_it(tmp_path):
     d = dict(SPEC_EXAMPLE, transfer_cpu_us=40.0, transfer_cpu_bytes_per_us=600.0)
     d["links"] = [[None, {"latency_us": 0.0, "transfer_cpu_us": 67.0}],
