@@ -34,6 +34,7 @@ def methods() -> list[str]:
 
 def evaluate(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> Schedule:
     """Simulate ``placement`` (SPEC §1) and return the schedule."""
+    check_arguments(g, cluster, "evaluate")
     return simulate(g, cluster, placement)
 
 
@@ -89,6 +90,7 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
     Each probe is a full placement, so at most ``max_runs`` are made; the answer is an upper bound on the
     true minimum (None when even 64x does not fit within the budget). ``progress`` shows each probe.
     """
+    check_arguments(g, cluster, "smallest_feasible_scale")
     progress = progress or Progress.off()
     cap = cluster.capacity
     options = METHODS[method].probe_options(options)

@@ -59,6 +59,14 @@ class Link:
     transfer_cpu_bytes_per_us: float | None = None
 
 
+def check_cluster(cluster: object, fn: str) -> None:
+    """A `TypeError` naming ``fn``'s argument where ``cluster`` is no `Cluster` (a device count given for it came
+    out as ``'int' object has no attribute 'capacity'``)."""
+    if not isinstance(cluster, Cluster):
+        hint = " (Cluster.homogeneous(k) makes k devices)" if isinstance(cluster, int) else ""
+        raise TypeError(f"{fn}: the cluster must be a Cluster{hint}, got {type(cluster).__name__}")
+
+
 def _plain_bytes(m: Any) -> int | float | None:
     """A checked ``memory_bytes`` as Python's int or float, None for unlimited (None or inf)."""
     if m is None or m == math.inf:
@@ -429,4 +437,5 @@ def load_cluster(path: str | Path) -> Cluster:
 
 
 def save_cluster(c: Cluster, path: str | Path) -> Path:
+    check_cluster(c, "save_cluster")
     return write_json(path, c.to_dict(), indent=2)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -811,6 +812,14 @@ def graph_from_dict(d: Any, *, source: str | None = None) -> OpGraph:
     return b.build()
 
 
+def check_graph(g: object, fn: str) -> None:
+    """A `TypeError` naming ``fn``'s argument where ``g`` is no `OpGraph` (a path given for the graph came out
+    as ``'str' object has no attribute 'pinned'``)."""
+    if not isinstance(g, OpGraph):
+        hint = " (read the file with pardnn.load_graph(path))" if isinstance(g, (str, bytes, os.PathLike)) else ""
+        raise TypeError(f"{fn}: the graph must be an OpGraph{hint}, got {type(g).__name__}")
+
+
 def load_graph(path: str | Path) -> OpGraph:
     """Read a ``pardnn.graph`` file (``.json`` or ``.json.gz``)."""
     return graph_from_dict(read_json(path), source=str(path))
@@ -818,6 +827,7 @@ def load_graph(path: str | Path) -> OpGraph:
 
 def save_graph(g: OpGraph, path: str | Path) -> Path:
     """Write ``g`` atomically; a ``.gz`` name is compressed."""
+    check_graph(g, "save_graph")
     return write_json(path, g.to_dict())
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .cluster import MAX_DEVICES
 from .errors import InputError, PlacementError
 from .fileio import atomic_write, read_json, read_text, write_json
-from .ir import OpGraph
+from .ir import OpGraph, check_graph
 
 PLACEMENT_FORMAT = "pardnn.placement"
 PLACEMENT_VERSION = 1
@@ -239,6 +239,7 @@ def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
 
 def load_placement(path: str | Path, g: OpGraph, *, num_devices: int | None = None) -> Placement:
     """Read a ``pardnn.placement`` JSON file or a ``.place`` text file and check it against ``g``."""
+    check_graph(g, "load_placement")
     p = Path(path)
     if p.suffix == ".place" or p.name.endswith(".place.gz"):
         return read_place_text(read_text(p), g, num_devices=num_devices, source=str(p))
@@ -266,6 +267,7 @@ def check_place_names(g: OpGraph, path: str | Path) -> None:
 
 def save_placement(pl: Placement, g: OpGraph, path: str | Path) -> Path:
     """Write JSON, or ``name device`` text when the name ends in ``.place`` (`check_place_names`)."""
+    check_graph(g, "save_placement")
     p = Path(path)
     if is_place_text(p):
         check_place_names(g, p)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pardnn import Cluster, InfeasibleError, InputError, partition, simulate
+from pardnn import (Cluster, InfeasibleError, InputError, Placement, evaluate, load_placement, partition, save_cluster,
+                    save_graph, save_placement, simulate, single_device_peak)
 from pardnn.api import capacity_lower_bound_violation, smallest_feasible_scale
 from pardnn.bench import place_and_score
 from pardnn.methods import DEFAULT_METHOD, METHODS, method_names
@@ -126,11 +127,14 @@ def test_a_placement_made_twice_through_the_api_saves_the_same_bytes(tmp_path):
     assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
-@pytest.mark.parametrize("call", ["partition", "simulate"])
+@pytest.mark.parametrize("call", ["partition", "simulate", "evaluate", "smallest_feasible_scale"])
 def test_a_path_or_a_count_where_a_graph_or_cluster_goes_is_a_type_error_that_says_what(call):
-    """A library trial: ``partition("g.json.gz", c)`` said ``'str' object has no attribute 'pinned'``."""
+    """A library trial: ``partition("g.json.gz", c)`` said ``'str' object has no attribute 'pinned'``;
+    ``smallest_feasible_scale`` raised a PassError of an AttributeError, and `evaluate` said ``simulate:``."""
     g, c = diamond(), Cluster.homogeneous(2)
-    fn = partition if call == "partition" else (lambda g, c: simulate(g, c, np.zeros(4, dtype=np.int64)))
+    zeros = np.zeros(4, dtype=np.int64)
+    fn = {"partition": partition, "smallest_feasible_scale": smallest_feasible_scale,
+          "simulate": lambda g, c: simulate(g, c, zeros), "evaluate": lambda g, c: evaluate(g, c, zeros)}[call]
     with pytest.raises(TypeError, match=rf"^{call}: the graph must be an OpGraph \(read the file with "
                                         r"pardnn.load_graph\(path\)\), got str"):
         fn("g.json.gz", c)
@@ -138,3 +142,25 @@ def test_a_path_or_a_count_where_a_graph_or_cluster_goes_is_a_type_error_that_sa
         fn(g, 2)
     with pytest.raises(TypeError, match=rf"^{call}: the graph must be an OpGraph, got NoneType"):
         fn(None, c)
+
+
+@pytest.mark.parametrize("call", ["single_device_peak", "save_graph", "save_placement", "load_placement",
+                                  "save_cluster"])
+def test_the_file_and_peak_functions_say_the_same_for_a_path_where_a_graph_or_cluster_goes(tmp_path, call):
+    """``pardnn.single_device_peak("g.json")`` (and the savers and `load_placement`) raised AttributeError."""
+    g, c = diamond(), Cluster.homogeneous(2)
+    plan = Placement(np.zeros(4, dtype=np.int64), c.names, g.name)
+    path = save_placement(plan, g, tmp_path / "p.json")
+    out = tmp_path / "out.json"
+    fn = {"single_device_peak": lambda x: single_device_peak(x), "save_graph": lambda x: save_graph(x, out),
+          "save_placement": lambda x: save_placement(plan, x, out), "load_placement": lambda x: load_placement(path, x),
+          "save_cluster": lambda x: save_cluster(x, out)}[call]
+    if call == "save_cluster":
+        with pytest.raises(TypeError, match=r"^save_cluster: the cluster must be a Cluster \(Cluster.homogeneous"):
+            fn(2)
+        fn(c)
+    else:
+        with pytest.raises(TypeError, match=rf"^{call}: the graph must be an OpGraph \(read the file with "
+                                            r"pardnn.load_graph\(path\)\), got str"):
+            fn("g.json")
+        fn(g)

@@ -24,7 +24,6 @@ rules a placement breaks), so none of them needs the kernel's layout.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -32,9 +31,9 @@ from functools import cached_property
 import numpy as np
 
 from ..analysis import topological_order
-from ..cluster import Cluster
+from ..cluster import Cluster, check_cluster
 from ..errors import PlacementError
-from ..ir import OpGraph
+from ..ir import OpGraph, check_graph
 from ..placement import Placement, device_indices
 from ..units import format_bytes
 from .._jit import njit
@@ -264,14 +263,10 @@ class Schedule:
 
 
 def check_arguments(g: object, cluster: object, fn: str) -> None:
-    """A `TypeError` naming ``fn``'s argument where ``g`` is no `OpGraph` or ``cluster`` no `Cluster` (a path
-    given for the graph came out as ``'str' object has no attribute 'pinned'``)."""
-    if not isinstance(g, OpGraph):
-        hint = " (read the file with pardnn.load_graph(path))" if isinstance(g, (str, bytes, os.PathLike)) else ""
-        raise TypeError(f"{fn}: the graph must be an OpGraph{hint}, got {type(g).__name__}")
-    if not isinstance(cluster, Cluster):
-        hint = " (Cluster.homogeneous(k) makes k devices)" if isinstance(cluster, int) else ""
-        raise TypeError(f"{fn}: the cluster must be a Cluster{hint}, got {type(cluster).__name__}")
+    """A `TypeError` naming ``fn``'s argument where ``g`` is no `OpGraph` (`check_graph`) or ``cluster`` no
+    `Cluster` (`check_cluster`)."""
+    check_graph(g, fn)
+    check_cluster(cluster, fn)
 
 
 def _as_assignment(g: OpGraph, cluster: Cluster, placement: Placement | np.ndarray) -> np.ndarray:
@@ -526,6 +521,7 @@ _SCHEDULE_FIELDS = frozenset(f.name for f in fields(Schedule))
 
 def single_device_peak(g: OpGraph) -> int:
     """Peak memory with every op on one device, pins ignored (SPEC §1.1 rule 10)."""
+    check_graph(g, "single_device_peak")
     one = Cluster.homogeneous(1)     # a new cluster each time: not worth a place in the memo
     return int(_simulate(g, one, np.zeros(g.num_nodes, dtype=np.int64), True).peak_bytes[0])
 
