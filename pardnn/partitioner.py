@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from .cluster import Cluster
 from .ir import OpGraph
-from .passes.mapping import check_comm_weight
-from .passes.refine import check_max_evals
 from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline, spec_entry
 from .placement import Placement
 from .progress import Progress
@@ -48,6 +46,9 @@ class PardnnOptions:
     def __post_init__(self) -> None:
         if self.effort not in SEEDS:    # as the refine pass says it (a bare KeyError came out of default_spec)
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
+        # the passes' modules load here, not with this one: every command imports it (about 35 ms of start-up)
+        from .passes.mapping import check_comm_weight
+        from .passes.refine import check_max_evals
         check_max_evals(self.refine_evals, "refine_evals")    # what --refine-evals takes (IntRange(min=0))
         check_comm_weight(self.comm_weight)     # the passes' own checks, so a --pipeline spec says the same
 
