@@ -67,6 +67,11 @@ def check_cluster(cluster: object, fn: str) -> None:
         raise TypeError(f"{fn}: the cluster must be a Cluster{hint}, got {type(cluster).__name__}")
 
 
+def _plain(x: Any) -> float | None:
+    """A checked time or rate as Python's float (None stays None)."""
+    return None if x is None else float(x)
+
+
 def _plain_bytes(m: Any) -> int | float | None:
     """A checked ``memory_bytes`` as Python's int or float, None for unlimited (None or inf)."""
     if m is None or m == math.inf:
@@ -139,6 +144,11 @@ class Cluster:
         # memory was written as Infinity, which load_cluster refused; inf is None (unlimited) here
         object.__setattr__(self, "devices", tuple(Device(d.name, _plain_bytes(d.memory_bytes), float(d.speed))
                                                   for d in self.devices))
+        for name in ("latency_us", "bandwidth_bytes_per_us", "transfer_cpu_us", "transfer_cpu_bytes_per_us"):
+            object.__setattr__(self, name, _plain(getattr(self, name)))     # (np.float64 was no JSON either)
+        if self.links is not None:
+            object.__setattr__(self, "links", tuple(tuple(None if c is None else Link(
+                *(_plain(getattr(c, f.name)) for f in dataclasses.fields(Link))) for c in row) for row in self.links))
 
     # ---- construction --------------------------------------------------------
     @classmethod

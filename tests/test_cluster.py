@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from pardnn.cluster import Cluster, Device, cluster_from_dict, load_cluster, save_cluster
+from pardnn.cluster import Cluster, Device, Link, cluster_from_dict, load_cluster, save_cluster
 from pardnn.errors import ClusterError
 
 SPEC_EXAMPLE = {
@@ -137,6 +137,15 @@ def test_numpy_numbers_are_kept_as_pythons_and_written_as_plain_json(tmp_path, m
     assert all(type(d.memory_bytes) in (int, float) and type(d.speed) is float for d in c.devices)
     back = load_cluster(save_cluster(c, tmp_path / "c.json"))
     assert back.capacity.tolist() == [1e9, 1e9] and back.speed.tolist() == [2.0, 2.0]
+
+
+def test_numpy_times_and_rates_are_written_as_plain_json(tmp_path):
+    """The same for the links' latency and bandwidth, at the top level and per pair (left by that fix)."""
+    c = Cluster((Device("a", 10), Device("b", None)), latency_us=np.float64(3), bandwidth_bytes_per_us=np.float32(100),
+                transfer_cpu_us=np.float64(1), links=((None, Link(np.float64(1.0), np.float64(50.0))), (None, None)))
+    back = load_cluster(save_cluster(c, tmp_path / "c.json"))
+    assert back.latency.tolist() == [[0.0, 1.0], [3.0, 0.0]] and back.bandwidth[0, 1] == 50.0
+    assert back.bandwidth[1, 0] == 100.0 and back.transfer_cpu_us == 1.0
 
 
 @pytest.mark.parametrize("inf", [float("inf"), np.float64("inf"), np.float32("inf")])
