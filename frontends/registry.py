@@ -117,8 +117,8 @@ def _detect_format(p: Path) -> str:
         if " -- " in head and "forward_compute_time=" in head:
             return "pipedream"
     raise InputError(f"{p}: cannot tell the format from the name nor the contents (give --format); expected a "
-                     "pardnn.graph .json[.gz], a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, an .onnx model, a PipeDream graph.txt, "
-                     "an MSR .json or a ParDNN .dot")
+                     "pardnn.graph .json[.gz], a SavedModel directory, a .pb/.pbtxt GraphDef, a .keras model, "
+                     "an .onnx model, a PipeDream graph.txt, an MSR .json or a ParDNN .dot")
 
 
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:

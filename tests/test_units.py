@@ -30,7 +30,8 @@ def test_times_in_microseconds(text, expected):
 
 
 @pytest.mark.parametrize("fn, text", [(parse_size, "16 parsecs"), (parse_size, "GiB"), (parse_rate, "12GB"),
-                                      (parse_rate, "12Q/s"), (parse_rate, "12Gbps/s"), (parse_rate, "12GBPS"), (parse_time, "3 fortnights")])
+                                      (parse_rate, "12Q/s"), (parse_rate, "12Gbps/s"), (parse_rate, "12GBPS"),
+                                      (parse_time, "3 fortnights")])
 def test_bad_units_are_value_errors(fn, text):
     with pytest.raises(ValueError):
         fn(text)

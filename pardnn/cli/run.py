@@ -34,8 +34,8 @@ TF_FORMATS = ("savedmodel", "graphdef", "keras")
 
 
 def _table(report) -> str:
-    lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {_on_devices(report.ops_per_device, len(report.devices))} "
-             f"(costs: {report.cost_model})",
+    on = _on_devices(report.ops_per_device, len(report.devices))
+    lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {on} (costs: {report.cost_model})",
              f"predicted step time  {format_time(report.predicted_us)}  (machine model)",
              f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined steps; "
              f"whole model in one session {format_time(report.whole_model_us)})",
