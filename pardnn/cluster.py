@@ -59,6 +59,13 @@ class Link:
     transfer_cpu_bytes_per_us: float | None = None
 
 
+def named_as(cluster: "Cluster", names: Sequence[str]) -> "Cluster":
+    """``cluster`` with its first ``len(names)`` devices named ``names`` (the rest keep theirs); unchanged where
+    that would name two devices the same."""
+    full = tuple(names) + cluster.names[len(names):]
+    return cluster if len(set(full)) != len(full) else cluster.renamed(full)
+
+
 def check_cluster(cluster: object, fn: str) -> None:
     """A `TypeError` naming ``fn``'s argument where ``cluster`` is no `Cluster` (a device count given for it came
     out as ``'int' object has no attribute 'capacity'``)."""
@@ -73,10 +80,13 @@ def _plain(x: Any) -> float | None:
 
 
 def _plain_bytes(m: Any) -> int | float | None:
-    """A checked ``memory_bytes`` as Python's int or float, None for unlimited (None or inf)."""
+    """A checked ``memory_bytes`` as Python's int or float (whole bytes: a fraction is rounded half to even, as
+    a cluster file's and a graph's are), None for unlimited (None or inf)."""
     if m is None or m == math.inf:
         return None
-    return int(m) if is_whole(m) else float(m)
+    if is_whole(m):
+        return int(m)
+    return float(m) if float(m).is_integer() else int(round(float(m)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,12 +113,14 @@ class Cluster:
             raise ClusterError(f"a cluster may have at most {MAX_DEVICES} devices, got {len(self.devices)}")
         if not (self.latency_us >= 0 and math.isfinite(self.latency_us)):
             raise ClusterError(f"latency_us must be a non-negative number, got {self.latency_us}")
-        if not (self.bandwidth_bytes_per_us > 0):
-            raise ClusterError(f"bandwidth_bytes_per_us must be positive, got {self.bandwidth_bytes_per_us}")
+        if not (0 < self.bandwidth_bytes_per_us < math.inf):    # (inf was saved as Infinity, which no file reads)
+            raise ClusterError(f"bandwidth_bytes_per_us must be a positive finite number, got "
+                               f"{self.bandwidth_bytes_per_us}")
         if not (self.transfer_cpu_us >= 0 and math.isfinite(self.transfer_cpu_us)):
             raise ClusterError(f"transfer_cpu_us must be a non-negative number, got {self.transfer_cpu_us}")
-        if self.transfer_cpu_bytes_per_us is not None and not (self.transfer_cpu_bytes_per_us > 0):
-            raise ClusterError(f"transfer_cpu_bytes_per_us must be positive, got {self.transfer_cpu_bytes_per_us}")
+        if self.transfer_cpu_bytes_per_us is not None and not (0 < self.transfer_cpu_bytes_per_us < math.inf):
+            raise ClusterError(f"transfer_cpu_bytes_per_us must be a positive finite number or None, got "
+                               f"{self.transfer_cpu_bytes_per_us}")
         links = [cell for row in self.links or () for cell in row if cell is not None]
         for what, values in (("latency_us", [self.latency_us] + [c.latency_us for c in links]),
                              ("transfer_cpu_us", [self.transfer_cpu_us] + [c.transfer_cpu_us for c in links])):
@@ -122,6 +134,9 @@ class Cluster:
             small = [v for v in values if v is not None and v < MIN_BANDWIDTH]
             if small:
                 raise ClusterError(f"{what} is {small[0]:g}, less than the smallest allowed ({MIN_BANDWIDTH:g})")
+            endless = [v for v in values if v is not None and not v < math.inf]
+            if endless:
+                raise ClusterError(f"{what} must be finite, got {endless[0]:g}")
         names = [d.name for d in self.devices]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -167,7 +182,7 @@ class Cluster:
         one = memory_bytes is None or isinstance(memory_bytes, (int, float, np.number, str))
         mem = [memory_bytes] * self.num_devices if one else list(memory_bytes)
         # whole bytes; inf (unlimited) and what is no count go to the checks as they are (int(inf) raised)
-        mem = [int(m) if is_number(m) and math.isfinite(m) else m for m in mem]
+        mem = [int(round(m)) if is_number(m) and math.isfinite(m) else m for m in mem]    # (1.5 is 2, as a file's)
         devs = tuple(Device(d.name, m, d.speed) for d, m in zip(self.devices, mem))
         return dataclasses.replace(self, devices=devs)
 

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from pardnn.cluster import Cluster, Device, Link, cluster_from_dict, load_cluster, save_cluster
+from pardnn.cluster import Cluster, Device, Link, cluster_from_dict, load_cluster, named_as, save_cluster
 from pardnn.errors import ClusterError
 
 SPEC_EXAMPLE = {
@@ -252,3 +252,25 @@ def test_twins_match_the_definition_on_random_and_structured_links():
     assert ring4.twins.tolist() == [0, 1, 0, 1]      # opposite corners of a square share both neighbours
     nodes = with_links(64, lambda a, b: kinds[2] if a // 8 == b // 8 else None)
     assert nodes.twins.tolist() == [8 * (d // 8) for d in range(64)]
+
+
+def test_fractions_round_one_way_and_endless_rates_are_refused(tmp_path):
+    """A review: a file rounded 1.5 bytes to 2, `with_memory(1.5)` cut it to 1 and `Device("a", 1.5)` kept 1.5
+    (2 after a save and a load); an infinite bandwidth was saved as Infinity, which `load_cluster` refuses."""
+    assert Cluster.homogeneous(2).with_memory(1.5).capacity.tolist() == [2, 2]
+    assert Cluster((Device("a", 1.5), Device("b", 2.5), Device("c", 4.0))).capacity.tolist() == [2, 2, 4]
+    two = Cluster.homogeneous(2).devices
+    with pytest.raises(ClusterError, match="bandwidth_bytes_per_us must be a positive finite number"):
+        Cluster(two, bandwidth_bytes_per_us=float("inf"))
+    with pytest.raises(ClusterError, match="transfer_cpu_bytes_per_us must be a positive finite number"):
+        Cluster(two, transfer_cpu_bytes_per_us=float("inf"))
+    with pytest.raises(ClusterError, match="bandwidth_bytes_per_us must be finite"):
+        Cluster(Cluster.homogeneous(2).devices, links=((None, Link(1.0, float("inf"))), (None, None)))
+
+
+def test_named_as_keeps_the_names_where_a_rename_would_repeat_one():
+    """A review: a TensorFlow run renamed its prediction's cluster to the run's devices, and a cluster whose
+    third device was already /device:CPU:0 then failed after the step had run ("appears twice")."""
+    c = Cluster((Device("/device:GPU:0"), Device("/device:GPU:1"), Device("/device:CPU:0")))
+    assert named_as(c, ["/device:CPU:0", "/device:CPU:1"]) is c
+    assert named_as(c, ["a", "b"]).names == ("a", "b", "/device:CPU:0")

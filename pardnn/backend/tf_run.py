@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..cluster import Cluster
+from ..cluster import Cluster, named_as
 from ..errors import PlacementError, RuntimeFailure
 from ..frontends.common import error_node, first_line
 from ..frontends.tensorflow._tf import config_pb2, tf
@@ -620,7 +620,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     effective = effective_assignment(g, assignment, devices)
     fed = {split_tensor_name(f.name)[0] for f in model.feeds}
     # the prediction names the devices the step ran on (a violation on logical CPUs named /device:GPU:0)
-    sched, sim_tensors = _simulated(g, cl.renamed(tuple(devices) + cl.names[len(devices):]), effective, devices)
+    sched, sim_tensors = _simulated(g, named_as(cl, devices), effective, devices)
     from_feeds = [t for t in sim_tensors if t[0] in fed]
     only_tf, only_sim = compare_transfers(sr.data_tensors, [t for t in sim_tensors if t[0] not in fed])
     outputs = dict(zip(g.names, np.diff(g.port_ptr).tolist()))

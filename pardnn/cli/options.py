@@ -7,6 +7,7 @@ report is asked for.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -15,7 +16,8 @@ from typing import Any, Sequence
 
 import click
 
-from ..cluster import MAX_DEVICES, MAX_LATENCY_US, MIN_BANDWIDTH, SPEED_RANGE, Cluster, Device, load_cluster
+from ..cluster import (MAX_DEVICES, MAX_LATENCY_US, MIN_BANDWIDTH, SPEED_RANGE, Cluster, Device, load_cluster,
+                       named_as)
 from ..errors import check_interrupt
 from ..fileio import check_writable, is_stream, names_stdout, refuse_overwrite
 from ..frontends import FORMATS, FrontendOptions, load_input
@@ -89,6 +91,16 @@ def echo_summary(text: str, *, outputs: Sequence[Any] = (), asked: bool = False)
 # ---------------------------------------------------------------------------
 
 def cluster_options(f):
+    """The cluster flags; a command given ``--cluster`` with any of the flags it replaces is a usage error
+    before the command does anything (it came after a model's import)."""
+    command = f
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        check_cluster_flags(kwargs.get("cluster_path"), *(kwargs.get(k) for k in _FILE_REPLACES))
+        return command(*args, **kwargs)
+
+    f = checked
     options = [
         click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
                      help="A pardnn.cluster JSON file (instead of the flags below)."),
@@ -148,6 +160,25 @@ def _parsed(flag: str, parse, text: str | None):
         raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
+_FILE_REPLACES = ("devices", "speed", "bandwidth", "latency", "device_prefix")
+"""The flags a cluster file replaces (``--memory`` may still override its memory)."""
+
+
+def check_cluster_flags(cluster_path: str | None, *flags: Any) -> None:
+    """``--cluster`` with any of the flags of `_FILE_REPLACES` (in that order) is a usage error."""
+    if cluster_path and any(x is not None for x in flags):
+        raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency/"
+                               "--device-prefix")
+
+
+def with_placement_names(cluster: Cluster, pl, cluster_path: str | None, device_prefix: str | None) -> Cluster:
+    """A cluster made from flags takes the placement's device names, unless ``--device-prefix`` names them
+    (`simulate`, `report` and `run` alike); a cluster file keeps its own."""
+    if cluster_path or device_prefix is not None:
+        return cluster
+    return named_as(cluster, pl.devices)
+
+
 DEFAULT_DEVICE_PREFIX = "/device:GPU:"
 """A cluster made from flags names its devices this plus an index, unless ``--device-prefix`` says otherwise."""
 
@@ -157,9 +188,7 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
                   default_devices: int | None = None) -> Cluster:
     """The cluster from ``--cluster`` or from the flags (flags may not be mixed with a file)."""
     if cluster_path:
-        if any(x is not None for x in (devices, speed, bandwidth, latency, device_prefix)):
-            raise click.UsageError("--cluster cannot be combined with --devices/--speed/--bandwidth/--latency/"
-                                   "--device-prefix")
+        check_cluster_flags(cluster_path, devices, speed, bandwidth, latency, device_prefix)
         c = load_cluster(cluster_path)
         if memory is not None:
             mem = list_of(parse_size, memory, "--memory")
@@ -295,9 +324,8 @@ def placement_cluster(placement_path: str, pl, cluster_path, devices, memory, sp
     if pl.num_devices != cluster.num_devices and not (text_form and pl.num_devices < cluster.num_devices):
         raise InputError(f"{placement_path}: the placement is for {pl.num_devices} devices but the cluster has "
                          f"{cluster.num_devices}")
-    if not cluster_path and device_prefix is None and not text_form:
-        # the placement's own names (a SPEC trial: a placement of /job:worker/... devices was shown on GPUs)
-        cluster = cluster.renamed(pl.devices)
+    if not text_form:   # the placement's own names (a SPEC trial: /job:worker/... devices were shown as GPUs)
+        cluster = with_placement_names(cluster, pl, cluster_path, device_prefix)
     return cluster, text_form
 
 

@@ -214,7 +214,7 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
                      + f"\nwrote {output}" + "".join(f" and {p}" for p in (place_path, report_path) if p),
                      outputs=outputs)
     if not sched.feasible:
-        raise InfeasibleError("the placement written breaks the machine model's constraints: "
+        raise InfeasibleError(f"{output}: the placement written breaks the machine model's constraints: "
                               + sched.violations[0].message, short_bytes=sched.memory_shortfall())
 
 

@@ -65,8 +65,6 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
                                            device_prefix)
     if measured is not None:
         measured.check_matches(pl, placement, cluster.num_devices)
-    if all(x is None for x in (cluster_path, devices, speed)) and not text_form:
-        cluster = cluster.renamed(pl.devices)
     with progress.stage(f"simulating {g.num_nodes:,} ops"):
         sched = simulate(g, cluster, pl)
     write_placement_report(output, g, cluster, pl, sched, progress=progress, measured=measured, title=title)

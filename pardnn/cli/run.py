@@ -25,7 +25,7 @@ from ..fileio import check_new_directory, check_writable, refuse_overwrite, writ
 from ..frontends import input_format
 from ..units import format_bytes, format_time, plural
 from .options import (OUTPUT_FILE, build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
-                      make_frontend_options, pin_options, pinning_from)
+                      make_frontend_options, pin_options, pinning_from, with_placement_names)
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -37,7 +37,7 @@ def _table(report) -> str:
     on = _on_devices(report.ops_per_device, len(report.devices))
     lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {on} (costs: {report.cost_model})",
              f"predicted step time  {format_time(report.predicted_us)}  (machine model)",
-             f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined steps; "
+             f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined step{'s' if report.steps != 1 else ''}; "
              f"whole model in one session {format_time(report.whole_model_us)})",
              f"outputs match        {'yes' if report.outputs_match else 'NO'} "
              f"(max |difference| {report.max_abs_diff:.3g})",
@@ -78,7 +78,7 @@ def _tf_table(r) -> str:
         f"({_MODES.get(r.mode, r.mode)}{where}); "
         f"costs: {r.cost_model or 'unknown'}",
         f"predicted step time  {format_time(r.predicted_us)}  (machine model)",
-        f"measured step time   {format_time(r.measured_us)}  (median of {len(r.samples_us)} steps; "
+        f"measured step time   {format_time(r.measured_us)}  (median of {plural(len(r.samples_us), 'step')}; "
         f"every op on device 0: {format_time(r.reference_us)})",
         f"ops where placed     {'yes' if not pc.moved else 'NO'}: {pc.checked - len({m[0] for m in pc.moved})} of "
         f"{pc.checked} traced ops ({len({m[0] for m in pc.moved})} moved; {pc.untraced} never traced)",
@@ -259,13 +259,14 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     _check_batch_size(placement, batch_size)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
-    flags = (cluster_path, devices, memory, speed, bandwidth, latency)
+    flags = (cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
 
     def cluster_for(pl):
         if all(x is None for x in flags):
             return default_cluster(pl)
-        return build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
-                             default_devices=pl.num_devices)
+        cl = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
+                           default_devices=pl.num_devices)
+        return with_placement_names(cl, pl, cluster_path, device_prefix)   # as simulate names them
 
     extra = {}
     if kind in TF_FORMATS:

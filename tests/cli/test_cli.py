@@ -476,3 +476,23 @@ def test_simulate_names_the_placements_devices_unless_told_otherwise(tmp_path, g
                                    "devices": [{"name": "a"}, {"name": "b"}]}))
     r = run("simulate", graph_file, out, "--cluster", cluster, "--device-prefix", "/device:CPU:")
     assert r.exit_code == EXIT_USAGE and "--cluster cannot be combined with" in r.output
+
+
+def test_the_placements_names_and_the_flags_agree_across_commands(tmp_path, graph_file):
+    """A review: `report --device-prefix` kept the placement's names (simulate took the prefix); `--cluster` with
+    `--device-prefix` was refused only after the graph was read; `partition --allow-infeasible` of a plan that
+    does not fit named no file."""
+    out = tmp_path / "p.json"
+    assert run("partition", graph_file, "-k", 2, "--device-prefix", "/job:w/task:", "-o", out).exit_code == 0
+    page = tmp_path / "r.html"
+    pytest.importorskip("matplotlib")
+    assert run("report", graph_file, out, "--device-prefix", "/device:CPU:", "-o", page).exit_code == 0
+    html = page.read_text()
+    assert "/device:CPU:1" in html and "/job:w/task:1" not in html
+    assert run("report", graph_file, out, "-o", page).exit_code == 0 and "/job:w/task:1" in page.read_text()
+    missing = tmp_path / "no-such-graph.json"       # refused before the graph is read: no "no such file"
+    r = run("simulate", missing, out, "--cluster", tmp_path / "c.json", "--device-prefix", "x")
+    assert r.exit_code == EXIT_USAGE and "--cluster cannot be combined with" in r.output and "no such" not in r.output
+    bad = tmp_path / "bad.json"
+    r = run("partition", graph_file, "-k", 2, "--memory", 1500, "--allow-infeasible", "-o", bad)
+    assert r.exit_code == EXIT_INFEASIBLE and f"pardnn: error: {bad}: the placement written breaks" in r.stderr
