@@ -502,7 +502,8 @@ def unit_moves(g: OpGraph, cluster: Cluster, cm: CostModel, dev: np.ndarray, mov
 def check_max_evals(r: object, what: str = "max_evals") -> None:
     """Refuse a budget that is not a whole number of simulations, 0 or more, or None (``PardnnOptions`` checks
     its ``refine_evals`` with this too): -1 and 2.5 ran as some budget."""
-    if r is not None and (not is_whole(r) or r < 0):
+    whole = is_whole(r) or isinstance(r, float) and r.is_integer()     # 1e3 in a --pipeline spec reads as a float
+    if r is not None and (not whole or r < 0):
         raise ValueError(f"{what} must be a whole number of simulations, 0 or more, or None, got {r!r}")
 
 
@@ -588,6 +589,8 @@ class Refine:
 
     def __post_init__(self) -> None:
         check_max_evals(self.max_evals)
+        if self.max_evals is not None:
+            object.__setattr__(self, "max_evals", int(self.max_evals))
         if self.effort not in EFFORTS:
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
         if not (isinstance(self.fuse, bool) or self.fuse == "auto"):

@@ -102,6 +102,13 @@ def test_bad_specs_say_what_exists(spec, message):
         parse_pipeline(spec)
 
 
+def test_a_whole_budget_written_as_a_float_is_taken_as_an_int():
+    """A review: ``refine{max_evals=1e3}`` (which the spec reads as the float 1000.0) was refused once budgets
+    were checked; it is 1000 simulations, as it was before."""
+    assert parse_pipeline("slice,map,refine{max_evals=1e3}").passes[-1].max_evals == 1000
+    assert type(parse_pipeline("slice,map,refine{max_evals=1e3}").passes[-1].max_evals) is int
+
+
 def test_refine_mem_runs_only_when_the_pass_before_it_changed_the_plan():
     g, c = four_chains(), Cluster.homogeneous(2)          # unlimited memory: the memory pass changes nothing
     state, timings = parse_pipeline("slice,map,memory,refine-mem").run(g, c, PlanState())
