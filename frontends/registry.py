@@ -76,6 +76,11 @@ def detect_format(path: str | Path) -> str:
         raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
 
 
+def _is_msr(head: str) -> bool:
+    """Whether a JSON file's first KiBs are an MSR device-placement graph's."""
+    return '"maxSizePerFPGA"' in head or '"maxFPGAs"' in head
+
+
 def _detect_format(p: Path) -> str:
     if p.is_dir():
         if (p / "saved_model.pb").exists() or (p / "saved_model.pbtxt").exists():
@@ -101,18 +106,13 @@ def _detect_format(p: Path) -> str:
         head = read_head(p, 4096).decode("utf-8", "replace")
         if '"pardnn.graph"' in head[:200]:
             return "pardnn"
-        if '"maxSizePerFPGA"' in head or '"maxFPGAs"' in head:
-            return "msr"
-        return "pardnn"
-    if name.endswith((".txt", ".txt.gz")) and p.is_file():
-        head = read_head(p, 2048).decode("utf-8", "replace")
-        if " -- " in head and "forward_compute_time=" in head:
-            return "pipedream"
-    if p.is_file():     # another name: told from the form, as SPEC §5 has it (a pardnn.graph named g.txt)
+        return "msr" if _is_msr(head) else "pardnn"
+    if p.is_file():     # a PipeDream graph.txt, or another name told from the form, as SPEC §5 has it
         head = read_head(p, 4096).decode("utf-8", "replace")
-        if head.lstrip().startswith("{") and '"pardnn.graph"' in head:
+        json = head.lstrip().startswith("{")
+        if json and '"pardnn.graph"' in head:
             return "pardnn"
-        if head.lstrip().startswith("{") and ('"maxSizePerFPGA"' in head or '"maxFPGAs"' in head):
+        if json and _is_msr(head):
             return "msr"
         if " -- " in head and "forward_compute_time=" in head:
             return "pipedream"

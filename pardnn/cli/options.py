@@ -93,14 +93,11 @@ def echo_summary(text: str, *, outputs: Sequence[Any] = (), asked: bool = False)
 def cluster_options(f):
     """The cluster flags; a command given ``--cluster`` with any of the flags it replaces is a usage error
     before the command does anything (it came after a model's import)."""
-    command = f
-
-    @functools.wraps(command)
+    @functools.wraps(f)
     def checked(*args, **kwargs):
         check_cluster_flags(kwargs.get("cluster_path"), *(kwargs.get(k) for k in _FILE_REPLACES))
-        return command(*args, **kwargs)
+        return f(*args, **kwargs)
 
-    f = checked
     options = [
         click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
                      help="A pardnn.cluster JSON file (instead of the flags below)."),
@@ -114,8 +111,8 @@ def cluster_options(f):
                                              "simulate and report: the placement's names)."),
     ]
     for opt in reversed(options):
-        f = opt(f)
-    return f
+        checked = opt(checked)
+    return checked
 
 
 def pin_options(f):
@@ -186,9 +183,9 @@ DEFAULT_DEVICE_PREFIX = "/device:GPU:"
 def build_cluster(cluster_path: str | None, devices: int | None, memory: str | None, speed: str | None,
                   bandwidth: str | None, latency: str | None, device_prefix: str | None,
                   default_devices: int | None = None) -> Cluster:
-    """The cluster from ``--cluster`` or from the flags (flags may not be mixed with a file)."""
+    """The cluster from ``--cluster`` or from the flags (`cluster_options` refuses a file mixed with the flags it
+    replaces, before the command starts)."""
     if cluster_path:
-        check_cluster_flags(cluster_path, devices, speed, bandwidth, latency, device_prefix)
         c = load_cluster(cluster_path)
         if memory is not None:
             mem = list_of(parse_size, memory, "--memory")

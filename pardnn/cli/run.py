@@ -19,7 +19,6 @@ import sys
 
 import click
 
-from ..backend.common import default_cluster
 from ..errors import InfeasibleError, InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import input_format
@@ -37,7 +36,7 @@ def _table(report) -> str:
     on = _on_devices(report.ops_per_device, len(report.devices))
     lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {on} (costs: {report.cost_model})",
              f"predicted step time  {format_time(report.predicted_us)}  (machine model)",
-             f"measured step time   {format_time(report.measured_us)}  (median of {report.steps} pipelined step{'s' if report.steps != 1 else ''}; "
+             f"measured step time   {format_time(report.measured_us)}  (median of {plural(report.steps, 'pipelined step')}; "
              f"whole model in one session {format_time(report.whole_model_us)})",
              f"outputs match        {'yes' if report.outputs_match else 'NO'} "
              f"(max |difference| {report.max_abs_diff:.3g})",
@@ -259,14 +258,12 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
     _check_batch_size(placement, batch_size)
     backend = importlib.import_module(RUNNABLE[kind])
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
-    flags = (cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
 
     def cluster_for(pl):
-        if all(x is None for x in flags):
-            return default_cluster(pl)
+        """The flags' cluster, as many devices as the placement by default, named as simulate names them."""
         cl = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix,
                            default_devices=pl.num_devices)
-        return with_placement_names(cl, pl, cluster_path, device_prefix)   # as simulate names them
+        return with_placement_names(cl, pl, cluster_path, device_prefix)
 
     extra = {}
     if kind in TF_FORMATS:
