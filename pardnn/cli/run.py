@@ -36,8 +36,9 @@ def _table(report) -> str:
     on = _on_devices(report.ops_per_device, len(report.devices))
     lines = [f"{report.graph}: {plural(len(report.stages), 'stage')} on {on} (costs: {report.cost_model})",
              f"predicted step time  {format_time(report.predicted_us)}  (machine model)",
-             f"measured step time   {format_time(report.measured_us)}  (median of {plural(report.steps, 'pipelined step')}; "
-             f"whole model in one session {format_time(report.whole_model_us)})",
+             f"measured step time   {format_time(report.measured_us)}  (median of "
+             f"{plural(report.steps, 'pipelined step')}; whole model in one session "
+             f"{format_time(report.whole_model_us)})",
              f"outputs match        {'yes' if report.outputs_match else 'NO'} "
              f"(max |difference| {report.max_abs_diff:.3g})",
              _fits_line(report)]
