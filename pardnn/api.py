@@ -82,6 +82,12 @@ def _place(g: OpGraph, cluster: Cluster, method: str, options, progress, timings
     return plan
 
 
+def check_method(method: object) -> None:
+    """Refuse a method name `methods()` does not list (an InputError naming it and the known ones)."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
+
+
 def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, options=None,
                             max_runs: int = 10, rel_tol: float = 0.02, progress=None) -> float | None:
     """The smallest factor by which every device's memory must grow for ``method`` to fit ``g``.
@@ -91,6 +97,7 @@ def smallest_feasible_scale(g: OpGraph, cluster: Cluster, *, method: str = DEFAU
     true minimum (None when even 64x does not fit within the budget). ``progress`` shows each probe.
     """
     check_arguments(g, cluster, "smallest_feasible_scale")
+    check_method(method)
     progress = progress or Progress.off()
     cap = cluster.capacity
     options = METHODS[method].probe_options(options)
@@ -131,8 +138,7 @@ def partition(g: OpGraph, cluster: Cluster, *, method: str = DEFAULT_METHOD, req
     (the graph's file) starts the message of an input error and of an `InfeasibleError`.
     """
     check_arguments(g, cluster, "partition")
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; choose one of {', '.join(methods())}")
+    check_method(method)
     bad_pin = np.flatnonzero(g.pinned >= cluster.num_devices)
     if bad_pin.size:
         v = int(bad_pin[0])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass, field, fields
@@ -90,6 +91,45 @@ class Pass(Protocol):
     """`PlanState` fields that must be set before the pass runs (e.g. ``("assignment",)``)."""
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState: ...
+
+
+def check_pass_options(p: Any, *, signed: Sequence[str] = ("threads",)) -> None:
+    """Refuse a pass option the field's type does not admit, from its annotation (each pass's
+    ``__post_init__`` calls this after its own checks): an ``int`` is a whole number, 0 or more (a whole
+    float such as ``1e3`` from a spec is taken as the int), a ``float`` a finite number, 0 or more, a
+    ``bool`` true or false (0 and 1 taken). ``signed`` fields may be negative (``threads``: 1 or less is
+    one after the other). Before, ``refine{patience=-1}`` or ``map{merge_factor=-2}`` ran without a word.
+    """
+    for f in fields(p):
+        kinds = set(re.findall(r"\w+", str(f.type)))
+        v = getattr(p, f.name)
+        if v is None and "None" in kinds:
+            continue
+        kinds.discard("None")
+        bad = None
+        if kinds == {"int"}:
+            whole = (isinstance(v, (int, np.integer, float, np.floating)) and not isinstance(v, bool)
+                     and math.isfinite(v) and float(v).is_integer())
+            if not whole or (v < 0 and f.name not in signed):
+                bad = "a whole number" + ("" if f.name in signed else ", 0 or more")
+            else:
+                object.__setattr__(p, f.name, int(v))
+        elif kinds == {"float"}:
+            number = isinstance(v, (int, np.integer, float, np.floating)) and not isinstance(v, bool)
+            if not number or not 0 <= v < math.inf:
+                bad = "a finite number, 0 or more"
+            else:
+                object.__setattr__(p, f.name, float(v) if isinstance(v, (float, np.floating)) else int(v))
+        elif kinds == {"bool"}:
+            if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v in (0, 1):
+                object.__setattr__(p, f.name, bool(v))
+            elif not isinstance(v, (bool, np.bool_)):
+                bad = "true or false"
+            else:
+                object.__setattr__(p, f.name, bool(v))
+        if bad:
+            none = ", or none" if "None" in set(re.findall(r"\w+", str(f.type))) else ""
+            raise ValueError(f"{f.name} must be {bad}{none}, got {v!r}")
 
 
 def verify_state(g: OpGraph, cluster: Cluster, state: PlanState) -> None:

@@ -51,6 +51,8 @@ def test_options_reach_the_pipeline_and_baselines_take_none():
         partition(g, c, method="heft", options=PardnnOptions())
     with pytest.raises(InputError, match="unknown method 'nope'"):
         partition(g, c, method="nope")
+    with pytest.raises(InputError, match="unknown method 'bogus'"):      # was a KeyError
+        smallest_feasible_scale(g, c, method="bogus")
 
 
 def test_an_unknown_effort_is_named_when_the_options_are_made():

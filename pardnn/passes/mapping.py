@@ -35,7 +35,7 @@ from ..analysis import topological_levels
 from ..cluster import Cluster
 from ..machine import CostModel, device_order, simulate
 from ..ir import OpGraph
-from ..pipeline import PlanState
+from ..pipeline import PlanState, check_pass_options
 from ..units import is_number
 from ._kernels import map_clusters, resolve_units, straddling
 from ._threads import THREADS_FROM, map_in_order, workers_for
@@ -119,6 +119,7 @@ class Map:
 
     def __post_init__(self) -> None:
         check_comm_weight(self.comm_weight)
+        check_pass_options(self)
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.paths is None:

@@ -48,7 +48,7 @@ from ..analysis import layer_anchors
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import OUTPUT, RECEIVED, TEMP, CostModel, Evaluator, Schedule, device_order
-from ..pipeline import PlanState
+from ..pipeline import PlanState, check_pass_options
 from ._kernels import unit_comm_sums
 from ._threads import THREADS_FROM, Background, workers_for
 
@@ -502,6 +502,7 @@ class FitMemory:
     def __post_init__(self) -> None:
         if self.heuristic not in HEURISTICS:
             raise ValueError(f"unknown memory heuristic {self.heuristic!r}; choose one of {', '.join(HEURISTICS)}")
+        check_pass_options(self)
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:

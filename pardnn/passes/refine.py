@@ -50,7 +50,7 @@ from ..cluster import Cluster
 from ..ir import OpGraph, _csr
 from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simulate
 from ..machine.evaluator import digest, new_memo
-from ..pipeline import PlanState
+from ..pipeline import PlanState, check_pass_options
 from ..units import is_whole
 from ._threads import map_in_order, run_strands, strands_for, workers_for
 from .memory import _Units, apply_moves, knapsack_moves
@@ -601,6 +601,9 @@ class Refine:
         if isinstance(self.first_share, bool) or not isinstance(self.first_share, (int, float)) \
                 or not 0 < self.first_share <= 1:
             raise ValueError(f"first_share must be a number in (0, 1], not {self.first_share!r}")
+        if not (isinstance(self.respect_memory, bool) or self.respect_memory == "auto"):
+            raise ValueError(f"respect_memory must be true, false or auto, not {self.respect_memory!r}")
+        check_pass_options(self)
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.assignment is None:

@@ -37,7 +37,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import Schedule, simulate
-from ..pipeline import PlanState
+from ..pipeline import PlanState, check_pass_options
 from ..baselines import metis
 from . import _cuts, _listsched
 from .keep_best import plan_key
@@ -146,6 +146,7 @@ class Seed:
         it = self.sct_lp_iterations
         if it is not None and (isinstance(it, bool) or not isinstance(it, (int, float)) or not 0 < it < math.inf):
             raise ValueError(f"seed: sct_lp_iterations must be a positive number or none, got {it!r}")
+        check_pass_options(self)
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True, variants: bool = False,
                 exact: bool = False, cuts: bool = True) -> list[tuple[str, str, bool, bool | str]]:

@@ -96,6 +96,16 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
     ("refine{max_evals=-1}", r"pass 'refine': max_evals must be a whole number of simulations, 0 or more, or None"),
     ("refine{max_evals=2.5}", r"pass 'refine': max_evals must be a whole number .*got 2.5"),
     ("refine-mem{max_evals=true}", r"pass 'refine-mem': max_evals must be a whole number .*got True"),
+    # every option by its field's type (round 31: these ran with a negative count or factor)
+    ("refine{patience=-1}", r"pass 'refine': patience must be a whole number, 0 or more, got -1"),
+    ("refine-mem{min_evals=-5}", r"pass 'refine-mem': min_evals must be a whole number, 0 or more, or none"),
+    ("refine{max_rounds=2.5}", r"pass 'refine': max_rounds must be a whole number, 0 or more, got 2.5"),
+    ("refine{kicks=2}", r"pass 'refine': kicks must be true or false, got 2"),
+    ("refine{respect_memory=maybe}", r"pass 'refine': respect_memory must be true, false or auto"),
+    ("map{merge_factor=-2}", r"pass 'map': merge_factor must be a finite number, 0 or more, got -2"),
+    ("map{alternatives=none}", r"pass 'map': alternatives must be a whole number, 0 or more, got None"),
+    ("seed{keep_within=nan}", r"pass 'seed': keep_within must be a finite number, 0 or more, got nan"),
+    ("memory{max_iterations=1e400}", r"pass 'memory': max_iterations must be a whole number, 0 or more, got inf"),
 ])
 def test_bad_specs_say_what_exists(spec, message):
     with pytest.raises(ValueError, match=message):
@@ -107,6 +117,23 @@ def test_a_whole_budget_written_as_a_float_is_taken_as_an_int():
     were checked; it is 1000 simulations, as it was before."""
     assert parse_pipeline("slice,map,refine{max_evals=1e3}").passes[-1].max_evals == 1000
     assert type(parse_pipeline("slice,map,refine{max_evals=1e3}").passes[-1].max_evals) is int
+
+
+def test_option_values_the_field_admits_are_taken_in_its_own_type():
+    """The checks by field type keep what ran before: a whole float is the int, 0 and 1 are the bools, numpy
+    numbers are Python's, ``threads`` may be -1 (one after the other), and none where the field allows it."""
+    import numpy as np
+
+    from pardnn.passes.mapping import Map
+    from pardnn.passes.refine import Refine
+
+    r = parse_pipeline("refine{patience=1e1,kicks=0,threads=-1,boost=none}").passes[0]
+    assert (r.patience, r.kicks, r.threads, r.boost) == (10, False, -1, None)
+    assert type(r.patience) is int and type(r.kicks) is bool
+    assert type(Refine(patience=np.int64(3)).patience) is int
+    assert type(Map(merge_factor=np.float32(2)).merge_factor) is float
+    with pytest.raises(ValueError, match="top_links must be a whole number, 0 or more, got -4"):
+        Refine(top_links=-4)        # from the API too, not only from a spec
 
 
 def test_refine_mem_runs_only_when_the_pass_before_it_changed_the_plan():
