@@ -1,6 +1,6 @@
 """A lower bound on the step time: no placement on the cluster runs the step faster (SPEC §1).
 
-`makespan_lower_bound` takes the largest of five sound bounds. Each holds for every placement that keeps
+`makespan_lower_bound` takes the largest of six sound bounds. Each holds for every placement that keeps
 the graph's pins and colocation groups, with any communication (a transfer or a control edge never makes
 an op start earlier), because it counts compute alone and every device runs one op at a time without
 pre-emption:
@@ -21,7 +21,14 @@ pre-emption:
   that work is left). The largest of these is at a breakpoint ``h[v]`` or ``h[v] + w[v] / smax``, found
   exactly by sorting them. The same holds backwards, with *tails* (the longest path after an op). At
   ``s = 0`` it is the work bound; it rises above the work and the critical path where the graph is narrow at its
-  start or end (a long chain of layers before a wide part).
+  start or end (a long chain of layers before a wide part);
+* **unit chain**: every ancestor of an op ends before it starts, and those of one colocation unit run one
+  after another on one device, so an op cannot start before ``x`` plus the op time of its ancestors in a
+  unit whose own start bound is at least ``x``. Swept along the graph (`_chain`), a chain of units that each
+  hold parallel work (the while loops of stacked recurrent layers, forwards then backwards) costs the sum
+  of their work, where the unit bound sees only the largest. It follows the heaviest ops of the units
+  holding at least 2% of the critical path's time (`CHAIN_BITS` ops in all), so it costs nothing on graphs
+  without such units.
 
 A window open at both ends was tried as well (the part of each op that must run inside ``[a, T - b]``): it
 added at most 0.06% on the held-out graphs and 0.1% geomean on the tuning graphs, at 15 times the cost, so
@@ -29,7 +36,8 @@ it was left out (benchmarks/RESULTS.md, twenty-fourth round).
 
 It is a lower bound, not the optimum: it prices no communication and no memory, so a step whose plans are
 bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): a
-topological sweep each way and eight sorts.
+topological sweep each way and eight sorts, and where units are followed four sweeps of
+O((V + E) CHAIN_BITS / 64) bit operations.
 
 Tiny example: two independent chains of 3 and 1 us on two devices can never finish before 3 us (the
 critical path); on one device, before 4 us (the work)::
@@ -53,9 +61,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import bottom_levels, top_levels
+from ._jit import njit
+from .analysis import bottom_levels, top_levels, topological_order
 from .cluster import Cluster
 from .ir import OpGraph
+
+CHAIN_BITS = 512
+"""Ops the unit-chain bound follows (`_chain`): the heaviest of the heaviest colocation units."""
+CHAIN_PER_UNIT = 128
+"""At most this many of them from one unit."""
+CHAIN_MIN_SHARE = 0.02
+"""Only units whose op time is at least this share of the critical path are followed."""
+CHAIN_SWEEPS = 2
+"""Sweeps each way, each from the last one's start bounds."""
 
 
 @dataclass(frozen=True)
@@ -67,17 +85,19 @@ class LowerBound:
     unit_us: float
     pinned_us: float
     energy_us: float
+    chain_us: float = 0.0
 
     @property
     def value_us(self) -> float:
-        return max(self.critical_path_us, self.work_us, self.unit_us, self.pinned_us, self.energy_us)
+        return max(self.critical_path_us, self.work_us, self.unit_us, self.pinned_us, self.energy_us,
+                   self.chain_us)
 
     @property
     def binding(self) -> str:
         """Which bound is the largest: the first, in field order, within 1e-9 of it (sums in another order
         differ in their last bits, and the energy bound equals the work bound on one device)."""
         vals = {"critical path": self.critical_path_us, "work": self.work_us, "unit": self.unit_us,
-                "pinned": self.pinned_us, "energy": self.energy_us}
+                "pinned": self.pinned_us, "energy": self.energy_us, "unit chain": self.chain_us}
         top = self.value_us
         return next(k for k, v in vals.items() if v >= top - 1e-9 * abs(top))
 
@@ -188,4 +208,103 @@ def _lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
         per = np.bincount(pin[~free], weights=unit_w[~free], minlength=cluster.num_devices)[:cluster.num_devices]
         pinned = float(np.max(per / speed))
     energy = max(_ramp_max(w, h, rate, smax), _ramp_max(w, t, rate, smax))
-    return LowerBound(cp, work, unit, pinned, energy)
+    return LowerBound(cp, work, unit, pinned, energy, _chain(g, q, h, t))
+
+
+def _tracked(g: OpGraph, q: np.ndarray, cp: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ops `_chain` follows and where each unit's begin in that list: units of two or more ops that
+    hold at least `CHAIN_MIN_SHARE` of the critical path's time, the heaviest first, each by its heaviest
+    ops (at most `CHAIN_PER_UNIT`), `CHAIN_BITS` in all. Any subset of a unit keeps the bound sound; the
+    heavy ones make it strong (a unit of little work adds little to any chain)."""
+    sizes = np.bincount(g.unit, minlength=g.num_units)
+    uw = np.bincount(g.unit, weights=q, minlength=g.num_units)
+    units = np.flatnonzero((sizes >= 2) & (uw > 0) & (uw >= CHAIN_MIN_SHARE * cp))
+    units = units[np.argsort(-uw[units], kind="stable")]
+    if units.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    rank = np.full(g.num_units, units.size, dtype=np.int64)
+    rank[units] = np.arange(units.size)
+    by = np.lexsort((-q, rank[g.unit]))            # followed units' ops, unit by unit, heaviest first
+    by = by[rank[g.unit[by]] < units.size]
+    bounds = np.searchsorted(rank[g.unit[by]], np.arange(units.size + 1))
+    picked, starts, left = [], [0], CHAIN_BITS
+    for j in range(units.size):
+        if left <= 0:
+            break
+        members = by[bounds[j]:bounds[j + 1]][:min(CHAIN_PER_UNIT, left)]
+        picked.append(members)
+        starts.append(starts[-1] + members.size)
+        left -= members.size
+    return np.concatenate(picked).astype(np.int64), np.asarray(starts, dtype=np.int64)
+
+
+def _chain(g: OpGraph, q: np.ndarray, h: np.ndarray, t: np.ndarray) -> float:
+    """The unit-chain bound: ``max over v of H[v] + q[v] + T[v]``, where ``H[v]`` is a start no schedule
+    beats and ``T[v]`` a time from its end to the step's end (`_unit_heads`, forwards and backwards).
+
+    Every ancestor of ``v`` finishes before ``v`` starts, and those of one colocation unit run one after
+    another on one device: ``v`` cannot start before ``x`` plus the op time of its ancestors in that unit
+    whose own start bound is at least ``x``, for each such ``x``. Taken along the graph, a chain of units
+    that each hold much parallel work (the loops of stacked recurrent layers, forwards then backwards)
+    costs the sum of their work, which neither the critical path nor one unit's bound sees. Two sweeps each
+    way, the second with the first's start bounds; O((V + E) x CHAIN_BITS / 64) bit operations.
+    """
+    ops, starts = _tracked(g, q, float(np.max(h + q + t)))
+    if ops.size == 0:
+        return 0.0
+    n = g.num_nodes
+    bit = np.full(n, -1, dtype=np.int64)
+    bit[ops] = np.arange(ops.size)
+    order = np.ascontiguousarray(topological_order(g), dtype=np.int64)
+    (ip, ie), (op, oe) = g.in_csr, g.out_csr
+    preds = g.edge_src[ie].astype(np.int64)
+    succs = g.edge_dst[oe].astype(np.int64)
+    words = (ops.size + 63) // 64
+    ends = []
+    for ptr, far, sweep, first in ((ip, preds, order, h), (op, succs, order[::-1].copy(), t)):
+        bound = first
+        unit_of = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+        for _ in range(CHAIN_SWEEPS):
+            ranked = np.lexsort((-bound[ops], unit_of))     # each unit's followed ops, latest release first
+            bound = _unit_heads(sweep, ptr.astype(np.int64), far, q, bound, bit, ops, ranked, starts, words)
+        ends.append(bound)
+    return float(np.max(ends[0] + q + ends[1]))
+
+
+@njit
+def _unit_heads(order, ptr, far, q, release, bit, ops, ranked, starts, words):
+    """One sweep of `_chain` over ``order``: per op, the longest ``H[u] + q[u]`` over its predecessors
+    ``u`` (``far`` by ``ptr``) and, for each followed unit, the largest ``release[m] + (op time of the
+    followed ancestors m' of that unit with release[m'] >= release[m])``. ``release`` is a start bound
+    already proven (the plain heads, or the last sweep's); ``ranked`` lists each unit's followed ops
+    (bit numbers, within ``starts``) latest release first; ancestors are tracked as bit sets."""
+    n = q.shape[0]
+    anc = np.zeros((n, words), dtype=np.uint64)
+    out = np.zeros(n)
+    units = starts.shape[0] - 1
+    for v in order:
+        best = 0.0
+        for i in range(ptr[v], ptr[v + 1]):
+            u = far[i]
+            x = out[u] + q[u]
+            if x > best:
+                best = x
+            for k in range(words):
+                anc[v, k] |= anc[u, k]
+            b = bit[u]
+            if b >= 0:
+                anc[v, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        for j in range(units):
+            cum = 0.0
+            for r in range(starts[j], starts[j + 1]):
+                b = ranked[r]
+                if (anc[v, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                    m = ops[b]
+                    cum += q[m]
+                    x = release[m] + cum
+                    if x > best:
+                        best = x
+        if release[v] > best:
+            best = release[v]
+        out[v] = best
+    return out

@@ -189,6 +189,51 @@ def test_a_group_bound_also_runs_backwards_from_the_tails():
     assert simulate(g, cluster, np.array([1, 2, 0, 0, 0, 1, 2])).makespan_us == 190.0
 
 
+def test_a_chain_of_groups_costs_the_sum_of_their_work():
+    """Two loops in a row, as stacked recurrent layers: a group of four independent 50 us ops, then a join,
+    then a second such group, then the end, on 4 devices. The critical path is 50 + 10 + 50 + 10 = 120 and
+    the larger group bound B's head 60, its work 200 and its tail 10; each group runs on one device, one op
+    at a time, so B cannot start before 200 + 10: 200 + 10 + 200 + 10 = 420, which the simulator reaches."""
+    b = GraphBuilder("loops")
+    for loop in ("A", "B"):
+        for i in range(4):
+            b.add_node(f"{loop}{i}", time_us=50.0, colocation=loop)
+        b.add_node(f"{loop}_exit", time_us=10.0)
+        for i in range(4):
+            b.add_edge(f"{loop}{i}", f"{loop}_exit", bytes=0)
+    for i in range(4):
+        b.add_edge("A_exit", f"B{i}", bytes=0)
+    g = b.build()
+    cluster = Cluster.homogeneous(4, latency_us=0.0)
+    lb = makespan_lower_bound(g, cluster)
+    assert lb.critical_path_us == 120.0 and lb.unit_us == 270.0
+    assert lb.chain_us == 420.0 and lb.binding == "unit chain"
+    assert simulate(g, cluster, np.array([0, 0, 0, 0, 1, 2, 2, 2, 2, 3])).makespan_us == 420.0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_placement_beats_the_bound_of_many_groups(seed):
+    """As `test_no_placement_beats_the_bound`, every op in one of three groups or none, denser graphs, on 2
+    devices: the unit-chain bound's sums over each group's ancestors must stay under every placement."""
+    rng = np.random.default_rng(1000 + seed)
+    b = GraphBuilder("groups")
+    n = int(rng.integers(6, 9))
+    for i in range(n):
+        grp = rng.choice(["a", "b", "c", ""], p=[0.3, 0.3, 0.2, 0.2])
+        b.add_node(f"n{i}", time_us=float(rng.integers(0, 30)), output_bytes=int(rng.integers(0, 3000)),
+                   colocation=str(grp) or None)
+    for i, j in itertools.combinations(range(n), 2):
+        if rng.random() < 0.35:
+            b.add_edge(f"n{i}", f"n{j}")
+    g = b.build()
+    k = 2
+    cluster = _cluster(rng, k, free_links=seed % 2 == 0)
+    lb = makespan_lower_bound(g, cluster)
+    best = min((s.makespan_us for dev in itertools.product(range(k), repeat=n)
+                for s in [simulate(g, cluster, np.array(dev, dtype=np.int64), memory=False)] if not s.broken_rules))
+    assert lb.value_us <= best * (1 + 1e-9) + 1e-9, (lb, best)
+
+
 def test_how_far_a_step_is_from_the_bound():
     assert how_far_above(100.0, 100.0) == "reaches it"
     assert how_far_above(103.2, 100.0) == "is 3.2% above it"
