@@ -220,7 +220,7 @@ def _tracked(g: OpGraph, q: np.ndarray, cp: float) -> tuple[np.ndarray, np.ndarr
     uw = np.bincount(g.unit, weights=q, minlength=g.num_units)
     units = np.flatnonzero((sizes >= 2) & (uw > 0) & (uw >= CHAIN_MIN_SHARE * cp))
     units = units[np.argsort(-uw[units], kind="stable")]
-    if units.size == 0:
+    if units.size == 0 or CHAIN_BITS <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
     rank = np.full(g.num_units, units.size, dtype=np.int64)
     rank[units] = np.arange(units.size)

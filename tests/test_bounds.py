@@ -211,6 +211,21 @@ def test_a_chain_of_groups_costs_the_sum_of_their_work():
     assert simulate(g, cluster, np.array([0, 0, 0, 0, 1, 2, 2, 2, 2, 3])).makespan_us == 420.0
 
 
+def test_the_chain_bound_follows_no_op_when_told_none(monkeypatch):
+    """``CHAIN_BITS = 0`` (how a benchmark takes the bound as it was before) gives 0, not an error."""
+    import pardnn.bounds as bounds
+
+    b = GraphBuilder("g")
+    b.add_node("z", time_us=10.0)
+    for i in range(3):
+        b.add_node(f"n{i}", time_us=10.0, colocation="G")
+        b.add_edge(f"n{i}", "z", bytes=0)
+    g = b.build()
+    assert bounds._lower_bound(g, Cluster.homogeneous(2)).chain_us == 40.0
+    monkeypatch.setattr(bounds, "CHAIN_BITS", 0)
+    assert bounds._lower_bound(g, Cluster.homogeneous(2)).chain_us == 0.0
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_no_placement_beats_the_bound_of_many_groups(seed):
     """As `test_no_placement_beats_the_bound`, every op in one of three groups or none, denser graphs, on 2
