@@ -21,6 +21,7 @@ IR, the simulator and the placers never import it.
 """
 
 from .options import FrontendOptions
-from .registry import FORMATS, FRONTENDS, Frontend, detect_format, input_format, load_input
+from .registry import FORMATS, FRONTENDS, Frontend, detect_format, input_files, input_format, load_input
 
-__all__ = ["FORMATS", "FRONTENDS", "Frontend", "FrontendOptions", "detect_format", "input_format", "load_input"]
+__all__ = ["FORMATS", "FRONTENDS", "Frontend", "FrontendOptions", "detect_format", "input_files", "input_format",
+           "load_input"]

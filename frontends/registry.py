@@ -121,6 +121,20 @@ def _detect_format(p: Path) -> str:
                      "an .onnx model, a PipeDream graph.txt, an MSR .json or a ParDNN .dot")
 
 
+def input_files(path: str | Path | None, fmt: str | None = None) -> list[Path]:
+    """The files reading ``path`` would read: the path, and for a ParDNN ``.dot`` the size, timeline and
+    duration files found beside it (`peers.pardnn_text.side_files`), so that no output overwrites one."""
+    if path is None:
+        return []
+    p = Path(path)
+    if fmt == "pardnn-dot" or (fmt is None and p.name.lower().endswith((".dot", ".dot.gz"))):
+        from .peers.pardnn_text import side_files
+
+        sizes, timelines, durations = side_files(p)
+        return [p, *(f for f in (sizes, *timelines, durations) if f is not None)]
+    return [p]
+
+
 def load_input(path: str | Path, *, fmt: str | None = None, options: FrontendOptions | None = None) -> OpGraph:
     """Load ``path`` as a graph, with the frontend chosen by ``fmt`` or detected from the path."""
     fmt = input_format(path, fmt)

@@ -53,7 +53,7 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     if _is_gzip(p) or raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:      # zlib's: a damaged deflate stream
             raise InputError(f"{p}: not a valid gzip file ({exc})") from None
     return raw
 
@@ -135,6 +135,9 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{p}: invalid JSON: {exc}") from None
     except RecursionError:
         raise InputError(f"{p}: malformed JSON: arrays or objects nested too deeply") from None
+    except ValueError as exc:       # Python's limit on an integer's digits (4300), which json.loads meets
+        raise InputError(f"{p}: invalid JSON: a number of more digits than can be read "
+                         f"({str(exc).split(';')[0]})") from None
 
 
 @dataclass
@@ -488,7 +491,7 @@ def check_writable(*paths: str | os.PathLike | None, directory_ok: bool = False)
             continue
         try:
             _check_writable(Path(path), directory_ok)
-        except PermissionError as exc:      # a directory on the way that may not be searched (``is_dir`` raises)
+        except OSError as exc:      # a directory on the way that may not be searched, a name too long
             raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 

@@ -221,14 +221,17 @@ def read_place_text(text: str, g: OpGraph, *, num_devices: int | None = None,
             raise PlacementError(f"{where}:{lineno}: expected 'name device', got {line!r}")
         if not _DEVICE_INDEX.fullmatch(dev):    # int() also reads '1_0' as 10, '+1' and other scripts' digits
             raise PlacementError(f"{where}:{lineno}: device of {name!r} must be an integer, got {dev!r}")
-        d = int(dev)
+        digits = dev.lstrip("-").lstrip("0") or "0"
+        # Python reads at most 4300 digits: a longer number is out of range anyway
+        d = (-1 if dev.startswith("-") else 1) * (int(digits) if len(digits) <= 18 else MAX_DEVICES)
         v = index.get(name)
         if v is None:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is not in graph {g.name!r}")
         limit = num_devices if num_devices is not None else MAX_DEVICES     # a cluster's most, as -k's
         if d < 0 or d >= limit:
             rng = f"0..{limit - 1}"
-            raise PlacementError(f"{where}:{lineno}: node {name!r} is on device {d}, expected {rng}")
+            shown = dev if len(dev) <= 24 else dev[:24] + "..."
+            raise PlacementError(f"{where}:{lineno}: node {name!r} is on device {shown}, expected {rng}")
         if assigned[v] >= 0:
             raise PlacementError(f"{where}:{lineno}: node {name!r} is placed twice")
         assigned[v] = d
@@ -255,21 +258,31 @@ def is_place_text(path: str | Path) -> bool:
     return p.suffix == ".place" or p.name.endswith(".place.gz")
 
 
+def _utf8(name: str) -> bool:
+    """Whether ``name`` can be written as UTF-8 (a lone surrogate, ``"a\\ud800"`` from JSON, cannot)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_place_names(g: OpGraph, path: str | Path) -> None:
     """Raise a `PlacementError` when a node's name cannot be read back from a ``.place`` line: one with a line
     break, spaces at either end (a line is stripped) or a leading ``#`` (a comment)."""
     for name in g.names:
-        if len(name.splitlines()) != 1 or name != name.strip() or name.startswith("#"):
+        if len(name.splitlines()) != 1 or name != name.strip() or name.startswith("#") or not _utf8(name):
             raise PlacementError(f"{path}: node {name!r} cannot be written in the .place text form (one line per "
                                  "name, not starting with '#' nor with spaces at either end); write a JSON "
                                  "placement instead")
 
 
-def save_placement(pl: Placement, g: OpGraph, path: str | Path) -> Path:
-    """Write JSON, or ``name device`` text when the name ends in ``.place`` (`check_place_names`)."""
+def save_placement(pl: Placement, g: OpGraph, path: str | Path, *, text: bool | None = None) -> Path:
+    """Write JSON, or ``name device`` text when the name ends in ``.place`` or ``text`` is true
+    (`check_place_names`)."""
     check_graph(g, "save_placement")
     p = Path(path)
-    if is_place_text(p):
+    if is_place_text(p) if text is None else text:
         check_place_names(g, p)
         lines = [f"{n} {d}" for n, d in zip(g.names, pl.assignment.tolist())]
         return atomic_write(p, "\n".join(lines) + "\n")

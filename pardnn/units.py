@@ -43,8 +43,12 @@ def _split(text: str, what: str) -> tuple[float, str]:
 def parse_size(text: str | int | float) -> int:
     """Bytes from ``"16GiB"``, ``"512MB"``, ``"16G"`` or a bare number of bytes."""
     if isinstance(text, (int, float)):
+        if not math.isfinite(text):
+            raise ValueError(f"a size must be a finite number of bytes, got {text!r}")
         return int(text)
     value, unit = _split(text, "size")
+    if not math.isfinite(value):        # 1e400 reads as inf
+        raise ValueError(f"a size must be a finite number of bytes, got {text!r}")
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
         raise ValueError(f"unknown size unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")

@@ -26,6 +26,7 @@ Nodes are written in topological order (by level, then id).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -39,14 +40,40 @@ def _flag(x) -> bool:
     return bool(x) if not isinstance(x, str) else x.lower() in ("1", "true")
 
 
+def _number(value, what: str) -> float:
+    """A finite number from a field (MSR files write numbers; a numeric string is taken as one)."""
+    if isinstance(value, bool):
+        raise ValueError(what)
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(what) from None
+    if not math.isfinite(x):
+        raise ValueError(what)
+    return x
+
+
+def _id(value) -> int:
+    """A node id: an integer (or a number or string that reads as one)."""
+    if isinstance(value, bool):
+        raise ValueError("id")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("id") from None
+
+
 def load_msr(path: str | Path, *, name: str | None = None) -> OpGraph:
     p = Path(path)
     d = read_json(p)
     if not isinstance(d, dict) or "nodes" not in d or "edges" not in d:
         raise InputError(f"{p}: not an MSR placement problem (expected \"nodes\" and \"edges\")")
     nodes, edges = d["nodes"], d["edges"]
+    for key, items in (("nodes", nodes), ("edges", edges)):
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            raise InputError(f"{p}: \"{key}\" must be a list of objects")
     try:
-        ids = [int(n["id"]) for n in nodes]
+        ids = [_id(n["id"]) for n in nodes]
         classes = Counter(n.get("colorClass") for n in nodes)
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{p}: every node needs an integer \"id\"") from None
@@ -64,20 +91,25 @@ def load_msr(path: str | Path, *, name: str | None = None) -> OpGraph:
             raise InputError(f"{p}: node id {nid} appears twice")
         by_id[nid] = nm
         try:
-            t = float(n.get("fpgaLatency", 0.0)) * 1000.0
-            size = float(n.get("size", 0.0))
-        except (TypeError, ValueError):
-            raise InputError(f"{p}: node {nm!r}: fpgaLatency and size must be numbers") from None
+            t = _number(n.get("fpgaLatency", 0.0), "fpgaLatency") * 1000.0
+            size = _number(n.get("size", 0.0), "size")
+            cpu = _number(n.get("cpuLatency", 0.0), "cpuLatency")
+        except ValueError as exc:
+            raise InputError(f"{p}: node {nm!r}: {exc} must be a finite number") from None
         cls = n.get("colorClass")
         b.add_node(nm, nm.rstrip("0123456789") or "op", time_us=t, output_bytes=[0], persistent_bytes=size,
                    colocation=f"color:{cls}" if cls is not None and classes[cls] > 1 else None,
                    phase="backward" if _flag(n.get("isBackwardNode", False)) else "forward",
-                   cpu_latency_ms=float(n.get("cpuLatency", 0.0)))
+                   cpu_latency_ms=cpu)
     for i, e in enumerate(edges):
         try:
-            s, t = by_id[int(e["sourceId"])], by_id[int(e["destId"])]
+            s, t = by_id[_id(e["sourceId"])], by_id[_id(e["destId"])]
         except (KeyError, TypeError, ValueError):
             raise InputError(f"{p}: edges[{i}] names an unknown node id "
                              f"({e.get('sourceId')!r} -> {e.get('destId')!r})") from None
-        b.add_edge(s, t, bytes=float(e.get("size", 0.0)))
+        try:
+            size = _number(e.get("size", 0.0), "size")
+        except ValueError:
+            raise InputError(f"{p}: edges[{i}] ({s!r} -> {t!r}): size must be a finite number") from None
+        b.add_edge(s, t, bytes=size)
     return topologically_sorted(b.build())

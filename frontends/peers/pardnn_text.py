@@ -50,6 +50,7 @@ Rules for what the files leave open:
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -149,7 +150,10 @@ def timeline_op_times(trace: dict, source: str = "timeline") -> tuple[dict[str, 
     events = trace.get("traceEvents") if isinstance(trace, dict) else None
     if not isinstance(events, list):
         raise InputError(f"{source}: not a Chrome trace (no \"traceEvents\" list)")
-    rows = {e.get("pid"): e.get("args", {}).get("name", "") for e in events
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or not isinstance(e.get("args", {}), (dict, type(None))):
+            raise InputError(f"{source}: traceEvents[{i}] is not an event object (with an \"args\" object)")
+    rows = {e.get("pid"): (e.get("args") or {}).get("name", "") for e in events
             if e.get("ph") == "M" and e.get("name") == "process_name"}
     kernel: dict[str, float] = defaultdict(float)
     host: dict[str, float] = defaultdict(float)
@@ -164,12 +168,15 @@ def timeline_op_times(trace: dict, source: str = "timeline") -> tuple[dict[str, 
         row = rows.get(e.get("pid"), "")
         if not row.endswith("Compute") or "memcpy" in row:
             continue
+        dur = e.get("dur", 0)
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not math.isfinite(dur):
+            raise InputError(f"{source}: the event of {name!r} has a \"dur\" that is not a finite number: {dur!r}")
         if "stream:all" in row:
-            kernel[name] += float(e.get("dur", 0))
+            kernel[name] += float(dur)
         elif "/stream:" in row:
             continue   # per-stream rows repeat stream:all
         else:
-            host[name] += float(e.get("dur", 0))
+            host[name] += float(dur)
             if "op" in args:
                 types.setdefault(name, args["op"])
     times = dict(host)
@@ -209,23 +216,31 @@ def _op_type(name: str) -> str:
     return re.sub(r"_\d+$", "", _last_component(name))
 
 
+def side_files(path: str | Path) -> tuple[Path | None, list[Path], Path | None]:
+    """The side files `load_pardnn_dot` reads for the DOT file ``path`` when none are given: (sizes,
+    timelines, durations); the durations only where there are no timelines."""
+    here = Path(path).parent
+    sizes = _find(here, ["tensors_sz.txt", "tensors_sz_32.txt", "tensors_sz_32.txt.gz", "../full/tensors_sz_32.txt.gz"])
+    profs = here / "profs"
+    found = sorted(profs.glob("*.json")) + sorted(profs.glob("*.json.gz")) if profs.is_dir() else []
+    durations = None if found else _find(here, ["time_steps_32/nodes_average_durations.txt",
+                                                "../full/time_steps_32/nodes_average_durations.txt.gz"])
+    return sizes, found, durations
+
+
 def load_pardnn_dot(path: str | Path, *, sizes: str | Path | None = None, durations: str | Path | None = None,
                     timelines: list[str | Path] | None = None, name: str | None = None,
                     keep_unexecuted: bool = False) -> OpGraph:
     """Read a ParDNN DOT graph with its side files (see the module docstring)."""
     p = Path(path)
-    here = p.parent
+    found_sizes, found_timelines, found_durations = side_files(p)
     if sizes is None:
-        sizes = _find(here, ["tensors_sz.txt", "tensors_sz_32.txt", "tensors_sz_32.txt.gz",
-                             "../full/tensors_sz_32.txt.gz"])
+        sizes = found_sizes
     if timelines is None and durations is None:
-        profs = here / "profs"
-        found = sorted(profs.glob("*.json")) + sorted(profs.glob("*.json.gz")) if profs.is_dir() else []
-        if found:
-            timelines = found
+        if found_timelines:
+            timelines = found_timelines
         else:
-            durations = _find(here, ["time_steps_32/nodes_average_durations.txt",
-                                     "../full/time_steps_32/nodes_average_durations.txt.gz"])
+            durations = found_durations
     names, edges = parse_dot(read_text(p), str(p))
     size_of, skipped = parse_sizes(read_text(sizes), str(sizes)) if sizes else ({}, 0)
     time_of: dict[str, float] = {}

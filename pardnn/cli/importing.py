@@ -9,6 +9,7 @@ import click
 from ..fileio import check_writable, is_stream, refuse_overwrite
 from ..ir import save_graph
 from ..units import format_time
+from ..frontends import input_files
 from .options import OUTPUT_FILE, echo_summary, frontend_options, make_frontend_options, read_input
 
 
@@ -33,7 +34,7 @@ def import_cmd(ctx: click.Context, model: str, output: str, name: str | None, fm
     if not output.lower().endswith((".json", ".json.gz")) and not is_stream(Path(output)):
         raise click.BadParameter(f"a pardnn.graph is JSON: name it .json or .json.gz, got {output!r}",
                                  param_hint="-o/--output")
-    refuse_overwrite(output, model)
+    refuse_overwrite(output, *input_files(model, fmt))
     check_writable(output)
     opts = make_frontend_options(name, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with ctx.obj["progress"].stage(f"importing {model}"):

@@ -34,7 +34,14 @@ class OutputFile(click.Path):
         super().__init__(dir_okay=False, readable=False)
 
     def convert(self, value, param, ctx):
-        return "/dev/stdout" if value == "-" else super().convert(value, param, ctx)
+        if value == "-":
+            return "/dev/stdout"
+        text = os.fspath(value)
+        if not text:
+            self.fail("an empty name; give a file name", param, ctx)
+        if text.endswith(("/", os.sep)):          # would write a file named like the directory
+            self.fail(f"{text!r} names a directory; give a file name", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 OUTPUT_FILE = OutputFile()

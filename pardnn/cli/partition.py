@@ -14,9 +14,11 @@ from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
 from ..machine import simulate as run_sim
+from ..passes import MAX_EVALS
 from ..placement import (Placement, check_costs, check_place_names, costs_of, is_place_text, load_placement,
                          note_batch_size, save_placement)
 from ..units import format_bytes, format_time, plural
+from ..frontends import input_files
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
                       write_placement_report)
@@ -110,7 +112,7 @@ def _echo_timings(time_passes: bool, timings: list) -> None:
 @click.option("--time-passes", is_flag=True, help="Print each pipeline pass's time on stderr.")
 @click.option("--memory-heuristic", type=click.Choice(["auto", "knapsack", "residual"]), default="auto",
               show_default=True, help="Step 2's heuristic: knapsack (ParDNN's I), residual (II), or by graph size.")
-@click.option("--refine-evals", type=click.IntRange(min=0), default=None,
+@click.option("--refine-evals", type=click.IntRange(min=0, max=MAX_EVALS), default=None,
               help="Simulations the refinement may spend in each of steps 1 and 2 (default: by graph size and "
                    "--effort: at the default effort 7.5e6 to 6e7 / (nodes + edges) for step 1 and 4e7 to 6e7 / "
                    "(nodes + edges) for step 2, up to 150k nodes plus edges; see docs/partitioner.md); fewer is "
@@ -156,17 +158,17 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
                                "memory{heuristic=residual})")
     for out in (output, place_path):
         if out:
-            refuse_overwrite(out, input_path, cluster_path)
+            refuse_overwrite(out, *input_files(input_path, fmt), cluster_path)
     distinct_outputs(output, place_path, report_path)
-    check_report_path(report_path, input_path, cluster_path)
+    check_report_path(report_path, *input_files(input_path, fmt), cluster_path)
     check_writable(output, place_path, report_path)
     cluster = build_cluster(cluster_path, devices, memory, speed, bandwidth, latency, device_prefix)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {input_path}"):
         g = read_input(input_path, fmt, opts)
-    for out in (output, place_path):
-        if out and is_place_text(out):
+    for out, text in ((output, is_place_text(output)), (place_path, True)):
+        if out and text:
             check_place_names(g, out)   # before the work
     t0 = time.perf_counter()
     timings: list = []
@@ -198,8 +200,8 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
     plan = Placement(plan.assignment, plan.devices, plan.graph, plan.predicted, meta)
     with output_transaction():   # the placement, its .place form and the report appear together or not at all
         save_placement(plan, g, output)
-        if place_path:
-            save_placement(plan, g, place_path)
+        if place_path:          # the plain form whatever its name (--place x.txt wrote JSON)
+            save_placement(plan, g, place_path, text=True)
         if report_path:
             write_placement_report(report_path, g, cluster, plan, sched, progress=progress, timings=timings)
     outputs = (output, place_path, report_path)
@@ -245,7 +247,7 @@ def simulate(ctx: click.Context, graph: str, placement: str, cluster_path, devic
       pardnn simulate sample_graphs/pardnn_vgg16.json.gz vgg.placement.json --trace vgg.trace.json
     """
     if trace_path:
-        refuse_overwrite(trace_path, graph, placement, cluster_path)
+        refuse_overwrite(trace_path, *input_files(graph, fmt), placement, cluster_path)
         check_writable(trace_path)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)

@@ -14,6 +14,7 @@ from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
+from ..frontends import input_files
 from .options import (OUTPUT_FILE, build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options,
                       read_input)
 
@@ -129,7 +130,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     if plot_path:
         if not plot_path.lower().endswith(PLOT_SUFFIXES):
             raise click.BadParameter(f"{plot_path}: give a .png or .html file", param_hint="-o/--plot")
-        refuse_overwrite(plot_path, model, cluster_path)
+        refuse_overwrite(plot_path, *input_files(model), cluster_path)
         check_writable(plot_path)
         from ..report.figures import has_matplotlib
         if not has_matplotlib():

@@ -13,6 +13,7 @@ import click
 from ..machine import simulate
 from ..placement import check_costs, load_placement, note_batch_size
 from ..units import format_time, plural
+from ..frontends import input_files
 from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
                       make_frontend_options, placement_cluster, read_input, write_placement_report)
 
@@ -52,7 +53,7 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     """
     from ..report import load_measured   # the report's modules load when one is written (start-up time)
 
-    check_report_path(output, graph, placement, cluster_path, measured_path)
+    check_report_path(output, *input_files(graph), placement, cluster_path, measured_path)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {graph}"):

@@ -21,7 +21,7 @@ import click
 
 from ..errors import InfeasibleError, InputError, MissingDependencyError, RuntimeFailure, check_interrupt
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
-from ..frontends import input_format
+from ..frontends import input_files, input_format
 from ..units import format_bytes, format_time, plural
 from .options import (OUTPUT_FILE, build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
                       make_frontend_options, pin_options, pinning_from, with_placement_names)
@@ -249,11 +249,11 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
             raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
     pinning = pinning_from(local_cluster, pin, cores_per_task, intra_op_threads, inter_op_threads)
     if write_path:
-        refuse_overwrite(write_path, model, placement)
+        refuse_overwrite(write_path, *input_files(model), placement)
         check_writable(write_path, directory_ok=True)
         _check_new_directory(write_path)
     if trace_path:
-        refuse_overwrite(trace_path, model, placement, cluster_path)
+        refuse_overwrite(trace_path, *input_files(model), placement, cluster_path)
         check_writable(trace_path)
         distinct_outputs(write_path, trace_path)
     _check_batch_size(placement, batch_size)

@@ -26,6 +26,10 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+MAX_EVALS = 10**12
+"""The largest simulation budget a pass or ``--refine-evals`` takes (a larger one overflowed the kernels'
+64-bit counters, and would run for years)."""
+
 
 @dataclass(frozen=True)
 class PassEntry:

@@ -52,6 +52,7 @@ from ..machine import DEVICE, EDGE, Chain, CostModel, Evaluator, Schedule, simul
 from ..machine.evaluator import digest, new_memo
 from ..pipeline import PlanState, check_pass_options
 from ..units import is_whole
+from . import MAX_EVALS
 from ._threads import map_in_order, run_strands, strands_for, workers_for
 from .memory import _Units, apply_moves, knapsack_moves
 
@@ -503,8 +504,8 @@ def check_max_evals(r: object, what: str = "max_evals") -> None:
     """Refuse a budget that is not a whole number of simulations, 0 or more, or None (``PardnnOptions`` checks
     its ``refine_evals`` with this too): -1 and 2.5 ran as some budget."""
     whole = is_whole(r) or isinstance(r, float) and r.is_integer()     # 1e3 in a --pipeline spec reads as a float
-    if r is not None and (not whole or r < 0):
-        raise ValueError(f"{what} must be a whole number of simulations, 0 or more, or None, got {r!r}")
+    if r is not None and (not whole or not 0 <= r <= MAX_EVALS):
+        raise ValueError(f"{what} must be a whole number of simulations, 0 to {MAX_EVALS:.0e}, or None, got {r!r}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""What a fuzzing trial of the readers found (round 31): each was an internal error (exit 1), an input
+overwritten, or a file of another form than asked. Each case runs the real command line in a fresh
+interpreter and checks the error contract: the documented exit code, one line naming the file, nothing
+written, the inputs unchanged."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from pardnn.errors import EXIT_INPUT, EXIT_OUTPUT
+
+from .test_errors import assert_one_line_error, graph_json, pardnn, snapshot
+
+
+@pytest.fixture
+def work(tmp_path):
+    (tmp_path / "g.json").write_text(graph_json([{"name": "a", "time_us": 1, "output_bytes": 8},
+                                                 {"name": "b", "time_us": 2, "output_bytes": 8}], [("a", "b")]))
+    return tmp_path
+
+
+def _deflate_damaged(path):
+    data = bytearray(gzip.compress(json.dumps({"format": "pardnn.graph", "version": 1, "nodes": [
+        {"name": f"n{i}", "time_us": i} for i in range(200)], "edges": []}).encode(), mtime=0))
+    data[60] ^= 0xFF       # inside the deflate stream: zlib's "invalid distance" and the like, not a CRC error
+    path.write_bytes(bytes(data))
+
+
+BAD_INPUTS = {
+    # Python reads at most 4300 digits of an integer: json.loads raised a ValueError
+    "digits.json": lambda p: p.write_text('{"format":"pardnn.graph","version":1,"nodes":[{"name":"a","time_us":1'
+                                          + "0" * 5000 + '}],"edges":[]}'),
+    "deflate.json.gz": _deflate_damaged,
+    "msr-latency.json": lambda p: p.write_text('{"nodes":[{"id":1,"cpuLatency":"abc"}],"edges":[]}'),
+    "msr-size.json": lambda p: p.write_text('{"nodes":[{"id":1},{"id":2}],"edges":[{"sourceId":1,"destId":2,'
+                                            '"size":null}]}'),
+    "msr-id.json": lambda p: p.write_text('{"nodes":[{"id":1e400}],"edges":[]}'),
+    "msr-edges.json": lambda p: p.write_text('{"nodes":[{"id":1}],"edges":[[1,2]]}'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_a_damaged_input_is_bad_input_naming_the_file(work, name):
+    BAD_INPUTS[name](work / name)
+    fmt = ["--format", "msr"] if name.startswith("msr") else []
+    before = snapshot(work)
+    r = pardnn("info", name, *fmt, cwd=work)
+    assert_one_line_error(r, EXIT_INPUT, name)
+    assert snapshot(work) == before
+
+
+def test_a_place_file_with_a_device_of_thousands_of_digits_is_out_of_range(work):
+    (work / "p.place").write_text("a 0\nb 1" + "0" * 5000 + "\n")
+    (work / "z.place").write_text("a 0\nb " + "0" * 5000 + "\n")      # leading zeros: device 0
+    r = pardnn("simulate", "g.json", "p.place", cwd=work)
+    assert "expected 0..4095" in assert_one_line_error(r, EXIT_INPUT, "p.place:2", "'b'")
+    assert pardnn("simulate", "g.json", "z.place", cwd=work).returncode == 0
+
+
+def test_a_timeline_event_that_is_no_object_names_the_timeline(work):
+    (work / "profs").mkdir()
+    (work / "g.dot").write_text('"a" -> "b"\n')
+    (work / "profs" / "t.json").write_text('{"traceEvents":[1]}')
+    r = pardnn("info", "g.dot", cwd=work)
+    assert_one_line_error(r, EXIT_INPUT, "t.json", "traceEvents[0]")
+
+
+def test_an_output_is_refused_onto_a_dot_graphs_side_files(work, tmp_path):
+    """The sizes and durations files beside a ParDNN .dot are inputs too: writing the placement over them
+    was exit 0, and the file read next time held JSON."""
+    d = tmp_path / "dot"
+    d.mkdir()
+    (d / "g.dot").write_text('"a" -> "b"\n')
+    (d / "tensors_sz.txt").write_text('"a": 8,\n"b": 8,\n')
+    (d / "time_steps_32").mkdir()
+    (d / "time_steps_32" / "nodes_average_durations.txt").write_text("a::10\nb::20\n")
+    before = snapshot(d)
+    for args in (["-o", "tensors_sz.txt"], ["-o", "p.json", "--place", "time_steps_32/nodes_average_durations.txt"]):
+        r = pardnn("partition", "g.dot", "-k", "2", *args, cwd=d)
+        assert "refusing to overwrite the input file" in assert_one_line_error(r, EXIT_INPUT)
+        assert snapshot(d) == before
+
+
+def test_place_writes_the_plain_form_whatever_the_name(work):
+    r = pardnn("partition", "g.json", "-k", "2", "-o", "p.json", "--place", "p.txt", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert (work / "p.txt").read_text().split("\n")[0] in ("a 0", "a 1")     # was the JSON placement
+    json.loads((work / "p.json").read_text())
+
+
+def test_a_name_with_a_lone_surrogate_cannot_go_in_a_place_file(work):
+    (work / "s.json").write_text(graph_json([{"name": "a\ud800", "time_us": 1}, {"name": "b", "time_us": 1}]))
+    r = pardnn("partition", "s.json", "-k", "2", "-o", "p.place", cwd=work)
+    assert "cannot be written in the .place text form" in assert_one_line_error(r, EXIT_INPUT, "p.place")
+    assert not (work / "p.place").exists()
+    assert pardnn("partition", "s.json", "-k", "2", "-o", "p.json", cwd=work).returncode == 0
+
+
+def test_an_output_name_too_long_for_the_file_system_is_an_output_error(work):
+    long = "x" * 300 + ".json"
+    r = pardnn("partition", "g.json", "-k", "2", "-o", long, cwd=work)
+    assert "cannot write" in assert_one_line_error(r, EXIT_OUTPUT, "xxx")
+    assert sorted(p.name for p in work.iterdir()) == ["g.json"]
