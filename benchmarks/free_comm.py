@@ -8,7 +8,9 @@ max(critical path, work / K, largest unit) and the sound lower bound (`pardnn.bo
 so the second figure is the part of the gap that is not communication: the FIFO executor of SPEC §1 and
 the graph's shape. ETF and HEFT are placed the same way for comparison (``--methods``).
 
-An analysis, not a tuning run: it changes nothing and no setting is chosen from it.
+Under SPEC §1's first-come executor a faster transfer can make a plan slower (an anomaly: lstm-4l at K=4,
+1.101 free against 1.098), so a case's free figure is an estimate of what free transfers allow, not a
+bound on it. An analysis, not a tuning run: it changes nothing and no setting is chosen from it.
 
 Run from the repository root (about 1 min per 10k-op graph at K = 2, 4, 8)::
 

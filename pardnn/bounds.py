@@ -37,7 +37,7 @@ it was left out (benchmarks/RESULTS.md, twenty-fourth round).
 It is a lower bound, not the optimum: it prices no communication and no memory, so a step whose plans are
 bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): a
 topological sweep each way and eight sorts, and where units are followed four sweeps of
-O((V + E) CHAIN_BITS / 64) bit operations.
+O(E CHAIN_BITS / 64 + V CHAIN_BITS).
 
 Tiny example: two independent chains of 3 and 1 us on two devices can never finish before 3 us (the
 critical path); on one device, before 4 us (the work)::
@@ -247,7 +247,8 @@ def _chain(g: OpGraph, q: np.ndarray, h: np.ndarray, t: np.ndarray) -> float:
     whose own start bound is at least ``x``, for each such ``x``. Taken along the graph, a chain of units
     that each hold much parallel work (the loops of stacked recurrent layers, forwards then backwards)
     costs the sum of their work, which neither the critical path nor one unit's bound sees. Two sweeps each
-    way, the second with the first's start bounds; O((V + E) x CHAIN_BITS / 64) bit operations.
+    way, the second with the first's start bounds; each O(E x CHAIN_BITS / 64 + V x CHAIN_BITS), and
+    V x CHAIN_BITS / 8 bytes of ancestor sets (64 MB at 1M ops).
     """
     ops, starts = _tracked(g, q, float(np.max(h + q + t)))
     if ops.size == 0:

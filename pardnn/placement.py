@@ -246,6 +246,10 @@ def load_placement(path: str | Path, g: OpGraph, *, num_devices: int | None = No
     p = Path(path)
     if p.suffix == ".place" or p.name.endswith(".place.gz"):
         return read_place_text(read_text(p), g, num_devices=num_devices, source=str(p))
+    if not p.name.lower().endswith((".json", ".json.gz")) and p.is_file():
+        text = read_text(p)          # another name (--place p.txt): the form tells, as for graphs (SPEC §5)
+        if not text.lstrip().startswith("{"):
+            return read_place_text(text, g, num_devices=num_devices, source=str(p))
     pl = placement_from_dict(read_json(p), g, source=str(p))
     if num_devices is not None and pl.num_devices != num_devices:
         raise PlacementError(f"{p}: the placement has {pl.num_devices} devices but the cluster has {num_devices}")

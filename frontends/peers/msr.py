@@ -55,7 +55,7 @@ def _number(value, what: str) -> float:
 
 def _id(value) -> int:
     """A node id: an integer (or a number or string that reads as one)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():     # 1.7 read as 1
         raise ValueError("id")
     try:
         return int(value)
@@ -74,9 +74,13 @@ def load_msr(path: str | Path, *, name: str | None = None) -> OpGraph:
             raise InputError(f"{p}: \"{key}\" must be a list of objects")
     try:
         ids = [_id(n["id"]) for n in nodes]
-        classes = Counter(n.get("colorClass") for n in nodes)
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{p}: every node needs an integer \"id\"") from None
+    for n, nid in zip(nodes, ids):
+        cls = n.get("colorClass")
+        if cls is not None and (isinstance(cls, bool) or not isinstance(cls, (str, int, float))):
+            raise InputError(f"{p}: node id {nid}: colorClass must be a string or a number, got {cls!r}")
+    classes = Counter(n.get("colorClass") for n in nodes)
     names = Counter(str(n.get("name", n["id"])) for n in nodes)
     model = name or p.name.split(".")[0]
     b = GraphBuilder(f"msr-{model}", source=str(p))

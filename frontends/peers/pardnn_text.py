@@ -153,6 +153,10 @@ def timeline_op_times(trace: dict, source: str = "timeline") -> tuple[dict[str, 
     for i, e in enumerate(events):
         if not isinstance(e, dict) or not isinstance(e.get("args", {}), (dict, type(None))):
             raise InputError(f"{source}: traceEvents[{i}] is not an event object (with an \"args\" object)")
+        pid, name = e.get("pid"), (e.get("args") or {}).get("name")
+        if isinstance(pid, (list, dict)) or name is not None and not isinstance(name, str):
+            raise InputError(f"{source}: traceEvents[{i}]: \"pid\" must be a number or string and \"args.name\" "
+                             "a string")
     rows = {e.get("pid"): (e.get("args") or {}).get("name", "") for e in events
             if e.get("ph") == "M" and e.get("name") == "process_name"}
     kernel: dict[str, float] = defaultdict(float)
@@ -169,8 +173,9 @@ def timeline_op_times(trace: dict, source: str = "timeline") -> tuple[dict[str, 
         if not row.endswith("Compute") or "memcpy" in row:
             continue
         dur = e.get("dur", 0)
-        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not math.isfinite(dur):
-            raise InputError(f"{source}: the event of {name!r} has a \"dur\" that is not a finite number: {dur!r}")
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur < math.inf:
+            raise InputError(f"{source}: the event of {name!r} has a \"dur\" that is not a finite number, 0 or "
+                             f"more: {dur!r}")
         if "stream:all" in row:
             kernel[name] += float(dur)
         elif "/stream:" in row:

@@ -39,8 +39,8 @@ class OutputFile(click.Path):
         text = os.fspath(value)
         if not text:
             self.fail("an empty name; give a file name", param, ctx)
-        if text.endswith(("/", os.sep)):          # would write a file named like the directory
-            self.fail(f"{text!r} names a directory; give a file name", param, ctx)
+        if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):    # 'dir/', 'dir/.': a file
+            self.fail(f"{text!r} names a directory; give a file name", param, ctx)  # named like the directory
         return super().convert(value, param, ctx)
 
 

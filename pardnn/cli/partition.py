@@ -156,6 +156,9 @@ def partition(ctx: click.Context, input_path: str, output: str, cluster_path, de
         raise click.UsageError("--pipeline replaces --refine-evals, --effort and --memory-heuristic; give the "
                                "options in the spec (e.g. refine{max_evals=400,effort=best}, "
                                "memory{heuristic=residual})")
+    if place_path and place_path.lower().endswith((".json", ".json.gz")):      # read back as JSON it would fail
+        raise click.BadParameter(f"{place_path!r}: --place writes the plain 'name device' text; name it .place",
+                                 param_hint="--place")
     for out in (output, place_path):
         if out:
             refuse_overwrite(out, *input_files(input_path, fmt), cluster_path)

@@ -130,7 +130,7 @@ def plan_cmd(ctx: click.Context, model: str, counts, memory, cluster_path, speed
     if plot_path:
         if not plot_path.lower().endswith(PLOT_SUFFIXES):
             raise click.BadParameter(f"{plot_path}: give a .png or .html file", param_hint="-o/--plot")
-        refuse_overwrite(plot_path, *input_files(model), cluster_path)
+        refuse_overwrite(plot_path, *input_files(model, fmt), cluster_path)
         check_writable(plot_path)
         from ..report.figures import has_matplotlib
         if not has_matplotlib():

@@ -53,7 +53,7 @@ def report_cmd(ctx: click.Context, graph: str, placement: str, output: str, meas
     """
     from ..report import load_measured   # the report's modules load when one is written (start-up time)
 
-    check_report_path(output, *input_files(graph), placement, cluster_path, measured_path)
+    check_report_path(output, *input_files(graph, fmt), placement, cluster_path, measured_path)
     progress = ctx.obj["progress"]
     opts = make_frontend_options(None, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted)
     with progress.stage(f"reading {graph}"):

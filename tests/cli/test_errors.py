@@ -285,6 +285,7 @@ def test_unknown_method_is_a_usage_error(small_graph):
     (["partition", "g.json", "-k", "2", "--refine-evals", "99999999999999999999", "-o", "p.json"],
      "is not in the range 0<=x<=1000000000000"),
     (["partition", "g.json", "-k", "2", "-o", "newdir/"], "'newdir/' names a directory; give a file name"),
+    (["partition", "g.json", "-k", "2", "-o", "newdir/."], "'newdir/.' names a directory; give a file name"),
     (["partition", "g.json", "-k", "2", "-o", ""], "Invalid value for '-o' / '--output': an empty name"),
 ])
 def test_flag_problems_found_by_a_new_user_are_usage_errors(small_graph, args, message):

@@ -39,6 +39,9 @@ BAD_INPUTS = {
                                             '"size":null}]}'),
     "msr-id.json": lambda p: p.write_text('{"nodes":[{"id":1e400}],"edges":[]}'),
     "msr-edges.json": lambda p: p.write_text('{"nodes":[{"id":1}],"edges":[[1,2]]}'),
+    # the review of these fixes: an id of 1.7 read as 1 ("appears twice"), a list as colorClass
+    "msr-fraction.json": lambda p: p.write_text('{"nodes":[{"id":1.7},{"id":1}],"edges":[]}'),
+    "msr-class.json": lambda p: p.write_text('{"nodes":[{"id":1,"colorClass":[1]}],"edges":[]}'),
 }
 
 
@@ -60,10 +63,12 @@ def test_a_place_file_with_a_device_of_thousands_of_digits_is_out_of_range(work)
     assert pardnn("simulate", "g.json", "z.place", cwd=work).returncode == 0
 
 
-def test_a_timeline_event_that_is_no_object_names_the_timeline(work):
+@pytest.mark.parametrize("events", ['[1]', '[{"ph":"M","name":"process_name","pid":1,"args":{"name":5}}]',
+                                    '[{"ph":"X","pid":[1],"args":{"name":"a"}}]'])
+def test_a_timeline_event_that_is_no_object_names_the_timeline(work, events):
     (work / "profs").mkdir()
     (work / "g.dot").write_text('"a" -> "b"\n')
-    (work / "profs" / "t.json").write_text('{"traceEvents":[1]}')
+    (work / "profs" / "t.json").write_text('{"traceEvents":' + events + '}')
     r = pardnn("info", "g.dot", cwd=work)
     assert_one_line_error(r, EXIT_INPUT, "t.json", "traceEvents[0]")
 
@@ -89,6 +94,14 @@ def test_place_writes_the_plain_form_whatever_the_name(work):
     assert r.returncode == 0, r.stderr
     assert (work / "p.txt").read_text().split("\n")[0] in ("a 0", "a 1")     # was the JSON placement
     json.loads((work / "p.json").read_text())
+    # and it is read back by its contents (the review: "invalid JSON at line 1 column 1")
+    r = pardnn("simulate", "g.json", "p.txt", cwd=work)
+    assert r.returncode == 0, r.stderr
+    # a JSON name for it is refused before the work: read back, it would not be JSON
+    before = snapshot(work)
+    r = pardnn("partition", "g.json", "-k", "2", "-o", "q.json", "--place", "q.json.gz", cwd=work)
+    assert r.returncode == 2 and "--place writes the plain 'name device' text" in r.stderr, r.stderr
+    assert snapshot(work) == before
 
 
 def test_a_name_with_a_lone_surrogate_cannot_go_in_a_place_file(work):
