@@ -282,6 +282,26 @@ def test_no_placement_beats_a_chain_of_groups_bound_with_pins_and_speeds():
     assert binding >= 15, binding
 
 
+def test_the_chain_bound_is_computed_once_for_equal_op_times(monkeypatch):
+    """`pardnn plan` asks for the bound at every device count: on equal devices the chain is the same, and
+    is kept on the graph; other speeds compute it again (the review: 0.7 s per count at 200k ops)."""
+    import pardnn.bounds as bounds
+
+    b = GraphBuilder("kept")
+    b.add_node("z", time_us=10.0)
+    for i in range(3):
+        b.add_node(f"n{i}", time_us=10.0, colocation="G")
+        b.add_edge(f"n{i}", "z", bytes=0)
+    g = b.build()
+    calls = []
+    real = bounds._chain_bound
+    monkeypatch.setattr(bounds, "_chain_bound", lambda *a: calls.append(1) or real(*a))
+    assert [makespan_lower_bound(g, Cluster.homogeneous(k)).chain_us for k in (1, 2, 4, 8)] == [40.0] * 4
+    assert len(calls) == 1
+    fast = Cluster.homogeneous(2, speed=2.0)
+    assert makespan_lower_bound(g, fast).chain_us == 20.0 and len(calls) == 2
+
+
 def test_how_far_a_step_is_from_the_bound():
     assert how_far_above(100.0, 100.0) == "reaches it"
     assert how_far_above(103.2, 100.0) == "is 3.2% above it"
