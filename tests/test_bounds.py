@@ -211,16 +211,21 @@ def test_a_chain_of_groups_costs_the_sum_of_their_work():
     assert simulate(g, cluster, np.array([0, 0, 0, 0, 1, 2, 2, 2, 2, 3])).makespan_us == 420.0
 
 
-def test_the_chain_bound_follows_no_op_when_told_none(monkeypatch):
-    """``CHAIN_BITS = 0`` (how a benchmark takes the bound as it was before) gives 0, not an error."""
-    import pardnn.bounds as bounds
-
-    b = GraphBuilder("g")
+def _group_then_join():
+    """Three independent 10 us ops in one group, then a 10 us op after them all: a chain of 40 us."""
+    b = GraphBuilder("group-then-join")
     b.add_node("z", time_us=10.0)
     for i in range(3):
         b.add_node(f"n{i}", time_us=10.0, colocation="G")
         b.add_edge(f"n{i}", "z", bytes=0)
-    g = b.build()
+    return b.build()
+
+
+def test_the_chain_bound_follows_no_op_when_told_none(monkeypatch):
+    """``CHAIN_BITS = 0`` (how a benchmark takes the bound as it was before) gives 0, not an error."""
+    import pardnn.bounds as bounds
+
+    g = _group_then_join()
     assert bounds._lower_bound(g, Cluster.homogeneous(2)).chain_us == 40.0
     monkeypatch.setattr(bounds, "CHAIN_BITS", 0)
     assert bounds._lower_bound(g, Cluster.homogeneous(2)).chain_us == 0.0
@@ -287,12 +292,7 @@ def test_the_chain_bound_is_computed_once_for_equal_op_times(monkeypatch):
     is kept on the graph; other speeds compute it again (the review: 0.7 s per count at 200k ops)."""
     import pardnn.bounds as bounds
 
-    b = GraphBuilder("kept")
-    b.add_node("z", time_us=10.0)
-    for i in range(3):
-        b.add_node(f"n{i}", time_us=10.0, colocation="G")
-        b.add_edge(f"n{i}", "z", bytes=0)
-    g = b.build()
+    g = _group_then_join()
     calls = []
     real = bounds._chain_bound
     monkeypatch.setattr(bounds, "_chain_bound", lambda *a: calls.append(1) or real(*a))
