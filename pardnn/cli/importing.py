@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from ..fileio import check_writable, is_stream, refuse_overwrite
+from ..frontends import input_files
 from ..ir import save_graph
 from ..units import format_time
-from ..frontends import input_files
 from .options import OUTPUT_FILE, echo_summary, frontend_options, make_frontend_options, read_input
 
 

@@ -13,12 +13,12 @@ from ..bounds import how_far_above, makespan_lower_bound
 from ..cluster import Cluster
 from ..errors import InfeasibleError, check_interrupt
 from ..fileio import check_writable, output_transaction, refuse_overwrite, write_json
+from ..frontends import input_files
 from ..machine import simulate as run_sim
 from ..passes import MAX_EVALS
 from ..placement import (Placement, check_costs, check_place_names, costs_of, is_place_text, load_placement,
                          note_batch_size, save_placement)
 from ..units import format_bytes, format_time, plural
-from ..frontends import input_files
 from .options import (OUTPUT_FILE, build_cluster, check_report_path, cluster_options, distinct_outputs, echo_json,
                       echo_summary, frontend_options, make_frontend_options, placement_cluster, read_input,
                       write_placement_report)

@@ -12,9 +12,9 @@ import click
 
 from ..errors import check_interrupt
 from ..fileio import check_writable, refuse_overwrite
+from ..frontends import input_files
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
-from ..frontends import input_files
 from .options import (OUTPUT_FILE, build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options,
                       read_input)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import click
 
+from ..frontends import input_files
 from ..machine import simulate
 from ..placement import check_costs, load_placement, note_batch_size
 from ..units import format_time, plural
-from ..frontends import input_files
 from .options import (OUTPUT_FILE, check_report_path, cluster_options, echo_summary, frontend_options,
                       make_frontend_options, placement_cluster, read_input, write_placement_report)
 
