@@ -278,13 +278,14 @@ def _chain_bound(g: OpGraph, q: np.ndarray, h: np.ndarray, t: np.ndarray) -> flo
     preds = g.edge_src[ie].astype(np.int64)
     succs = g.edge_dst[oe].astype(np.int64)
     words = (ops.size + 63) // 64
+    unit_of = np.repeat(np.arange(starts.size - 1), np.diff(starts))
     ends = []
-    for ptr, far, sweep, first in ((ip, preds, order, h), (op, succs, order[::-1].copy(), t)):
+    for ptr, far, sweep, first in ((ip.astype(np.int64), preds, order, h),
+                                   (op.astype(np.int64), succs, order[::-1].copy(), t)):
         bound = first
-        unit_of = np.repeat(np.arange(starts.size - 1), np.diff(starts))
         for _ in range(CHAIN_SWEEPS):
             ranked = np.lexsort((-bound[ops], unit_of))     # each unit's followed ops, latest release first
-            bound = _unit_heads(sweep, ptr.astype(np.int64), far, q, bound, bit, ops, ranked, starts, words)
+            bound = _unit_heads(sweep, ptr, far, q, bound, bit, ops, ranked, starts, words)
         ends.append(bound)
     return float(np.max(ends[0] + q + ends[1]))
 

@@ -125,7 +125,11 @@ def read_json(path: str | os.PathLike) -> Any:
     (``{"memory_bytes": 1024, "memory_bytes": null}`` would otherwise mean the last without a word), in texts
     up to `UNIQUE_KEYS_UP_TO` characters."""
     p = Path(path)
-    text = read_text(p)
+    return parse_json(read_text(p), p)
+
+
+def parse_json(text: str, p: Path) -> Any:
+    """`read_json` of ``text``, already read from ``p`` (its errors name ``p``)."""
     try:
         with paused_gc():
             return json.loads(text, object_pairs_hook=_unique_keys if len(text) <= UNIQUE_KEYS_UP_TO else None)

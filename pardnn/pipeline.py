@@ -35,6 +35,7 @@ from .ir import OpGraph
 from .machine import rule_violations
 from .passes import PASSES, make_pass, pass_class
 from .progress import Progress
+from .units import is_number, is_whole
 
 log = logging.getLogger("pardnn.pipeline")
 
@@ -102,34 +103,29 @@ def check_pass_options(p: Any, *, signed: Sequence[str] = ("threads",)) -> None:
     """
     for f in fields(p):
         kinds = set(re.findall(r"\w+", str(f.type)))
-        v = getattr(p, f.name)
-        if v is None and "None" in kinds:
-            continue
+        nullable = "None" in kinds
         kinds.discard("None")
+        v = getattr(p, f.name)
+        if v is None and nullable:
+            continue
         bad = None
         if kinds == {"int"}:
-            whole = (isinstance(v, (int, np.integer, float, np.floating)) and not isinstance(v, bool)
-                     and math.isfinite(v) and float(v).is_integer())
-            if not whole or (v < 0 and f.name not in signed):
+            if not (is_number(v) and math.isfinite(v) and float(v).is_integer()) or (v < 0 and f.name not in signed):
                 bad = "a whole number" + ("" if f.name in signed else ", 0 or more")
             else:
                 object.__setattr__(p, f.name, int(v))
         elif kinds == {"float"}:
-            number = isinstance(v, (int, np.integer, float, np.floating)) and not isinstance(v, bool)
-            if not number or not 0 <= v < math.inf:
+            if not (is_number(v) and 0 <= v < math.inf):
                 bad = "a finite number, 0 or more"
             else:
-                object.__setattr__(p, f.name, float(v) if isinstance(v, (float, np.floating)) else int(v))
+                object.__setattr__(p, f.name, int(v) if is_whole(v) else float(v))
         elif kinds == {"bool"}:
-            if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v in (0, 1):
+            if isinstance(v, (bool, np.bool_)) or is_whole(v) and v in (0, 1):
                 object.__setattr__(p, f.name, bool(v))
-            elif not isinstance(v, (bool, np.bool_)):
-                bad = "true or false"
             else:
-                object.__setattr__(p, f.name, bool(v))
+                bad = "true or false"
         if bad:
-            none = ", or none" if "None" in set(re.findall(r"\w+", str(f.type))) else ""
-            raise ValueError(f"{f.name} must be {bad}{none}, got {v!r}")
+            raise ValueError(f"{f.name} must be {bad}{', or none' if nullable else ''}, got {v!r}")
 
 
 def verify_state(g: OpGraph, cluster: Cluster, state: PlanState) -> None:

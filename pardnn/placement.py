@@ -19,7 +19,7 @@ import numpy as np
 
 from .cluster import MAX_DEVICES
 from .errors import InputError, PlacementError
-from .fileio import atomic_write, read_json, read_text, write_json
+from .fileio import atomic_write, parse_json, read_json, read_text, write_json
 from .ir import OpGraph, check_graph
 
 PLACEMENT_FORMAT = "pardnn.placement"
@@ -250,7 +250,10 @@ def load_placement(path: str | Path, g: OpGraph, *, num_devices: int | None = No
         text = read_text(p)          # another name (--place p.txt): the form tells, as for graphs (SPEC §5)
         if not text.lstrip().startswith("{"):
             return read_place_text(text, g, num_devices=num_devices, source=str(p))
-    pl = placement_from_dict(read_json(p), g, source=str(p))
+        data = parse_json(text, p)
+    else:
+        data = read_json(p)
+    pl = placement_from_dict(data, g, source=str(p))
     if num_devices is not None and pl.num_devices != num_devices:
         raise PlacementError(f"{p}: the placement has {pl.num_devices} devices but the cluster has {num_devices}")
     return pl

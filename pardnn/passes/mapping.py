@@ -118,8 +118,7 @@ class Map:
     nodes plus edges (one thread outside); 1 or less: one after the other. The plan is the same either way."""
 
     def __post_init__(self) -> None:
-        check_comm_weight(self.comm_weight)
-        check_pass_options(self)
+        check_pass_options(self)        # comm_weight by the float rule, in `check_comm_weight`'s words
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         if state.paths is None:

@@ -589,9 +589,7 @@ class Refine:
     `_threads.strands_for` strands at once (with this many threads: as many, at most 2), the same plan again."""
 
     def __post_init__(self) -> None:
-        check_max_evals(self.max_evals)
-        if self.max_evals is not None:
-            object.__setattr__(self, "max_evals", int(self.max_evals))
+        check_max_evals(self.max_evals)     # its ceiling; check_pass_options makes a whole float the int
         if self.effort not in EFFORTS:
             raise ValueError(f"unknown effort {self.effort!r}; choose {', '.join(EFFORTS)}")
         if not (isinstance(self.fuse, bool) or self.fuse == "auto"):
