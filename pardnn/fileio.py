@@ -21,6 +21,7 @@ import fcntl
 import gc
 import gzip
 import json
+import math
 import os
 import re
 import stat
@@ -128,13 +129,47 @@ def read_json(path: str | os.PathLike) -> Any:
     return parse_json(read_text(p), p)
 
 
+class _NonFinite(Exception):
+    pass
+
+
+def _constant(token: str) -> float:
+    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's json reads but JSON (RFC 8259) has not."""
+    raise _NonFinite(token)
+
+
+def _finite_float(token: str) -> float:
+    v = float(token)
+    if v in (math.inf, -math.inf):          # 1e400: json would read it as infinity
+        raise _NonFinite(token)
+    return v
+
+
+def _place(text: str, token: str) -> str:
+    """``line L column C`` of the first ``token`` outside a string of ``text`` (the error path only)."""
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|(?<![\w.+-])(' + re.escape(token) + r')(?![\w.])', text):
+        if m.group(1) is not None:
+            i = m.start(1)
+            line = text.count("\n", 0, i) + 1
+            return f"line {line} column {i - (text.rfind(chr(10), 0, i) + 1) + 1}"
+    return "somewhere"
+
+
 def parse_json(text: str, p: Path) -> Any:
-    """`read_json` of ``text``, already read from ``p`` (its errors name ``p``)."""
+    """`read_json` of ``text``, already read from ``p`` (its errors name ``p``). ``NaN``, ``Infinity`` and
+    numbers beyond a float's range (``1e400``) are errors: JSON has no such numbers, so a file holding them
+    is not JSON, and a graph's unknown fields holding them would be written back as such."""
     try:
         with paused_gc():
-            return json.loads(text, object_pairs_hook=_unique_keys if len(text) <= UNIQUE_KEYS_UP_TO else None)
+            return json.loads(text, object_pairs_hook=_unique_keys if len(text) <= UNIQUE_KEYS_UP_TO else None,
+                              parse_constant=_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except _NonFinite as exc:
+        token = str(exc)
+        what = "is not a number in JSON" if token.lstrip("-") in ("NaN", "Infinity") else \
+            "is beyond the range of a double-precision number"
+        raise InputError(f"{p}: invalid JSON at {_place(text, token)}: {token} {what}") from None
     except _DuplicateKey as exc:
         raise InputError(f"{p}: invalid JSON: {exc}") from None
     except RecursionError:
@@ -614,7 +649,7 @@ def _default_mode(target: Path) -> int:
 
 
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = None) -> Path:
-    text = json.dumps(obj, indent=indent, separators=(",", ": ") if indent else (",", ":"))
+    text = json.dumps(obj, indent=indent, separators=(",", ": ") if indent else (",", ":"), allow_nan=False)
     return atomic_write(path, text + "\n")
 
 

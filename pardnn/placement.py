@@ -126,6 +126,8 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
     if not isinstance(assignment, dict):
         raise PlacementError(f"{where}: \"assignment\" must be an object mapping node names to device indices")
     graph_name = d.get("graph", "")
+    if not isinstance(graph_name, str):
+        raise PlacementError(f"{where}: \"graph\" must be the graph's name, a string, got {graph_name!r}")
     assigned = np.full(g.num_nodes, -1, dtype=np.int64)
     index = g.index
     K = len(devices)
@@ -140,6 +142,9 @@ def placement_from_dict(d: Any, g: OpGraph, *, source: str | None = None) -> Pla
                                  f"lists {K} devices (0..{K - 1})")
         assigned[index[name]] = dev
     _check_complete(g, assigned, where)
+    if graph_name and graph_name != g.name:
+        logging.getLogger("pardnn").warning("%s: the placement was made for graph %r, not %r (every node name "
+                                            "matches, so it is used)", where, graph_name, g.name)
     predicted = d.get("predicted")
     meta = {k: v for k, v in d.items() if k not in ("format", "version", "graph", "devices", "assignment",
                                                     "predicted")}

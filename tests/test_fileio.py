@@ -83,6 +83,27 @@ def test_a_key_given_twice_in_one_json_object_is_an_input_error(tmp_path):
     assert read_json(p) == {"x": 2}
 
 
+def test_nan_infinity_and_numbers_beyond_a_double_are_no_json(tmp_path):
+    """Python's json reads ``NaN``, ``Infinity`` and ``1e400`` (as infinity); JSON has none of them, and a graph's
+    unknown fields holding them were written back so by `import`. The error says where; the same words inside
+    a string are text. Our own writer refuses to write them."""
+    p = tmp_path / "n.json"
+    p.write_text('{"s": "NaN Infinity 1e400",\n "a": [1, 2.5, NaN]}')
+    with pytest.raises(InputError, match=r"n.json: invalid JSON at line 2 column 16: NaN is not a number in JSON$"):
+        read_json(p)
+    p.write_text('{"s": "-Infinity", "a": -Infinity}')
+    with pytest.raises(InputError, match=r"line 1 column 25: -Infinity is not"):
+        read_json(p)
+    p.write_text('{"a": 1E400}')
+    with pytest.raises(InputError, match=r"line 1 column 7: 1E400 is beyond the range of a double"):
+        read_json(p)
+    p.write_text('{"a": 1e308, "b": -1e-400, "c": 12345678901234567890}')       # in range, or rounded to 0
+    assert read_json(p) == {"a": 1e308, "b": -0.0, "c": 12345678901234567890}
+    with pytest.raises(ValueError):
+        fileio.write_json(tmp_path / "w.json", {"a": float("nan")})
+    assert not (tmp_path / "w.json").exists()
+
+
 def _fifo_reader(path):
     """A thread reading everything written to the FIFO ``path``; ``result[0]`` holds the bytes."""
     import threading

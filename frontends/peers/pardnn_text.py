@@ -24,7 +24,9 @@ Rules for what the files leave open:
 * **missing durations**: 1 us, ParDNN's own rule; such nodes are marked
   ``"profiled": false``;
 * **unknown sizes** (``-1`` or absent): 0 bytes. Sizes are as recorded, with
-  unknown (batch) dimensions counted as 1;
+  unknown (batch) dimensions counted as 1; a size below -1 is an error, as is
+  a duration that is negative or not finite, and a DOT line that is neither
+  an edge, a node nor a statement without one (docs/formats.md);
 * **variables**: a node with no inputs whose successors include ``X/read``,
   ``X/Assign``, ``X/Read/ReadVariableOp`` or ``X/IsInitialized/...`` (or whose
   timeline op type is a variable op). Its ``persistent_bytes`` is the largest
@@ -66,7 +68,15 @@ from ..common import robust_average
 log = logging.getLogger("pardnn.frontends.peers")
 _VAR_OPS = {"VariableV2", "Variable", "VarHandleOp", "VariableV1"}
 _SIZE_LINE = re.compile(r'^\s*"(.*)"\s*:{1,2}\s*(-?\d+)\s*,?\s*$')
-_ENDPOINT = re.compile(r'^\s*(?:"((?:[^"\\]|\\.)*)"|([^\s":\[]+))(?::(\d+))?\s*$')
+_ENDPOINT = re.compile(r'^\s*(?:"((?:[^"\\]|\\.)*)"|(\^?[\w.][\w./\\-]*))(?::(\d+))?\s*$')
+"""A node: a quoted name, or an unquoted one of letters, digits, ``_ . / \\ -`` (a TensorFlow op's name), with
+``^`` before it for a control input; then an optional ``:port``."""
+_HEADER = re.compile(r'^(?:strict\s+)?(?:di)?graph(?:\s*"(?:[^"\\]|\\.)*"|\s+[\w.]+)?\s*\{?$', re.IGNORECASE)
+"""``digraph {``, ``digraph name {``, ``strict digraph "name"``: the statement that opens a DOT graph."""
+_SKIPPED = re.compile(r'^(?:(?:graph|node|edge)\s*\[.*\]|[\w.]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[\w.]+)|\{|\})\s*;?$',
+                      re.IGNORECASE)
+"""Statements that are not nodes: default attributes (``node [shape=box]``), a graph attribute
+(``rankdir=LR``), and braces."""
 
 
 def _endpoint(text: str, source: str, lineno: int) -> tuple[str, int]:
@@ -82,11 +92,12 @@ def parse_dot(text: str, source: str = "graph.dot") -> tuple[list[str], list[tup
     edges: list[tuple[str, str, int, bool]] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith(("digraph", "graph", "//", "#")) or line in ("{", "}"):
+        if not line or line.startswith(("//", "#")) or _HEADER.match(line) or _SKIPPED.match(line) or \
+                line.startswith("/*") and line.endswith("*/"):
             continue
         line = re.sub(r"\s*\[[^\]]*\]\s*;?\s*$", "", line).rstrip(";").strip()
         if not line:
-            continue
+            raise InputError(f"{source}:{lineno}: attributes without a node: {raw.strip()[:80]!r}")
         if "->" not in line:
             name, _ = _endpoint(line, source, lineno)
             seen.setdefault(name.lstrip("^"), None)
@@ -120,7 +131,11 @@ def parse_sizes(text: str, source: str = "sizes") -> tuple[dict[str, int], int]:
         if not m:
             bad.append((lineno, line))
             continue
-        out[m.group(1)] = int(m.group(2))
+        size = int(m.group(2))
+        if size < -1:
+            raise InputError(f"{source}:{lineno}: size of {m.group(1)[:80]!r} is {size}: a size is bytes, 0 or "
+                             "more, or -1 for unknown")
+        out[m.group(1)] = size
     if len(bad) > max(3, len(lines) // 100):
         lineno, line = bad[0]
         raise InputError(f"{source}:{lineno}: expected '\"name\": bytes', got {line.strip()[:80]!r}")
@@ -139,9 +154,13 @@ def parse_durations(text: str, source: str = "durations") -> dict[str, float]:
         if not sep:
             raise InputError(f"{source}:{lineno}: expected 'name::microseconds', got {line.strip()[:80]!r}")
         try:
-            out[name.lower()] = float(value)
+            us = float(value)
         except ValueError:
             raise InputError(f"{source}:{lineno}: duration of {name!r} is not a number: {value!r}") from None
+        if not 0 <= us < math.inf:
+            raise InputError(f"{source}:{lineno}: duration of {name!r} is {value.strip()!r}: a duration is "
+                             "microseconds, finite and 0 or more")
+        out[name.lower()] = us
     return out
 
 

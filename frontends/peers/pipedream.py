@@ -25,11 +25,13 @@ DAG of the forward pass. A training step is built from it:
   gets ``time_us`` 0 and keeps the measured value in ``data_loading_us``.
 
 Nodes are written in topological order: forward layers, then backward ones
-in reverse.
+in reverse. A layer or an edge given twice, and a metric that is negative or
+not finite, are errors naming the line.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -52,7 +54,9 @@ def _sizes(text: str) -> list[float]:
 def parse_pipedream(text: str, source: str = "graph.txt") -> tuple[dict[str, dict], list[tuple[str, str]]]:
     """Layers (id -> fields) and forward edges of a PipeDream ``graph.txt``."""
     layers: dict[str, dict] = {}
+    line_of: dict[str, int] = {}
     edges: list[tuple[str, str]] = []
+    edge_line: dict[tuple[str, str], int] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
@@ -60,12 +64,20 @@ def parse_pipedream(text: str, source: str = "graph.txt") -> tuple[dict[str, dic
             parts = raw.strip().split(" -- ")
             if len(parts) != 2:
                 raise InputError(f"{source}:{lineno}: expected an edge 'a -- b', got {raw.strip()!r}")
-            edges.append((parts[0].strip(), parts[1].strip()))
+            e = (parts[0].strip(), parts[1].strip())
+            if e in edge_line:
+                raise InputError(f"{source}:{lineno}: the edge {e[0]} -- {e[1]} is given twice "
+                                 f"(first at line {edge_line[e]})")
+            edge_line[e] = lineno
+            edges.append(e)
             continue
         parts = raw.split(" -- ")
         if len(parts) < 3:
             raise InputError(f"{source}:{lineno}: expected 'id -- module -- metrics', got {raw[:80]!r}")
         nid, desc, metrics = parts[0].strip(), " -- ".join(parts[1:-1]).strip(), parts[-1]
+        if nid in line_of:
+            raise InputError(f"{source}:{lineno}: layer {nid!r} is given twice (first at line {line_of[nid]})")
+        line_of[nid] = lineno
         fields = dict(_METRIC.findall(metrics))
         try:
             layers[nid] = {
@@ -77,6 +89,12 @@ def parse_pipedream(text: str, source: str = "graph.txt") -> tuple[dict[str, dic
             }
         except (KeyError, ValueError) as exc:
             raise InputError(f"{source}:{lineno}: layer {nid!r}: missing or bad metric ({exc})") from None
+        L = layers[nid]
+        for what, v in (("forward_compute_time", L["fwd_ms"]), ("backward_compute_time", L["bwd_ms"]),
+                        *(("activation_size", a) for a in L["act"]), ("parameter_size", L["params"])):
+            if not 0 <= v < math.inf:
+                raise InputError(f"{source}:{lineno}: layer {nid!r}: {what} is {v:g}; it must be finite and "
+                                 "0 or more")
     for a, b in edges:
         for n in (a, b):
             if n not in layers:

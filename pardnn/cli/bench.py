@@ -36,10 +36,10 @@ def _default_data_dir() -> Path | None:
 @click.option("--k", "ks", default="2,4,8", show_default=True, help="Device counts.")
 @click.option("--regimes", default="loose,tight", show_default=True, help="Memory regimes.")
 @click.option("--synthetic-sizes", default="10000,50000,200000", show_default=True)
-@click.option("--max-nodes", type=int, help="Skip graphs larger than this.")
+@click.option("--max-nodes", type=click.IntRange(0), help="Skip graphs larger than this.")
 @click.option("--scaling/--no-scaling", default=True, show_default=True,
               help="Also find each method's smallest feasible memory capacity by bisection.")
-@click.option("--scaling-max-nodes", default=20000, show_default=True,
+@click.option("--scaling-max-nodes", type=click.IntRange(0), default=20000, show_default=True,
               help="Only run the memory-scaling bisection on graphs up to this size.")
 @click.option("--scaling-graphs", help="Only run the memory-scaling bisection on these graphs (comma list of names "
               "as the tables print them, e.g. msr/op/bert_l-6_training,pipedream/resnet50).")

@@ -7,7 +7,7 @@ import click
 from ..errors import InputError, MissingDependencyError
 from ..fileio import check_writable, refuse_overwrite, write_json
 from ..units import format_time, parse_size
-from .options import OUTPUT_FILE, echo_json, echo_summary, list_of, pin_options, pinning_from
+from .options import OUTPUT_FILE, FiniteFloat, echo_json, echo_summary, list_of, pin_options, pinning_from
 
 
 def _rate(bytes_per_us: float) -> str:
@@ -32,7 +32,7 @@ def _rate(bytes_per_us: float) -> str:
               help="Transfer sizes to time on each link (at least two).")
 @click.option("--repeats", type=click.IntRange(1), default=7, show_default=True,
               help="Timed steps per measurement (the median is used).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=600, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(1), default=600, show_default=True,
               help="Seconds a server may take to start and a step to run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements and fits as one JSON object.")
 @click.pass_context

@@ -18,7 +18,7 @@ from .options import echo_json, frontend_flags, frontend_options, make_frontend_
 @click.command()
 @click.argument("graph", type=click.Path(readable=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--top", default=5, show_default=True,
+@click.option("--top", type=click.IntRange(0), default=5, show_default=True,
               help="How many colocation groups to list (those holding the most persistent memory).")
 @frontend_options
 @click.pass_context

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -45,6 +46,17 @@ class OutputFile(click.Path):
 
 
 OUTPUT_FILE = OutputFile()
+
+
+class FiniteFloat(click.FloatRange):
+    """click's `FloatRange` that also refuses ``nan``, ``inf`` and ``-inf`` (Python's float() reads them, and a
+    NaN passes any range check: ``--tolerance nan`` bisected to nan%, ``--timeout inf`` crashed)."""
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return v
 
 
 def note_input(ctx: click.Context, g: OpGraph) -> None:

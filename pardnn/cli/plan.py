@@ -15,8 +15,8 @@ from ..fileio import check_writable, refuse_overwrite
 from ..frontends import input_files
 from ..plan import DEFAULT_DEVICES, SEARCH_EFFORT, DevicePlan, PlanSettings, parse_device_counts, plan_devices
 from ..units import format_bytes, format_time, parse_size
-from .options import (OUTPUT_FILE, build_cluster, echo_json, echo_summary, frontend_options, make_frontend_options,
-                      read_input)
+from .options import (OUTPUT_FILE, FiniteFloat, build_cluster, echo_json, echo_summary, frontend_options,
+                      make_frontend_options, read_input)
 
 PLOT_SUFFIXES = (".png", ".html", ".htm")
 
@@ -93,14 +93,14 @@ def plan_table(plan: DevicePlan, read_seconds: float | None = None, model: str |
               help="Memory per device, e.g. 16GiB (omitted: unlimited, or the --cluster file's).")
 @click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, readable=False),
               help="A pardnn.cluster JSON file: K uses its first K devices, and its device count bounds K.")
-@click.option("--speed", type=click.FloatRange(min=0, min_open=True),
+@click.option("--speed", type=FiniteFloat(min=0, min_open=True),
               help="Relative speed of every device (default 1).")
 @click.option("--bandwidth", help="Link bandwidth: 12GB/s, 100Gbit/s, ... (default 12GB/s).")
 @click.option("--latency", help="Link latency: 25us, 0.01ms, ... (default 25us).")
 @click.option("--effort", type=click.Choice(["fast", "default", "best"]), default="fast", show_default=True,
               help="The effort of the placement at --memory, which gives the step times (the memory search always "
                    "uses fast).")
-@click.option("--tolerance", type=click.FloatRange(0.005, 0.5), default=0.05, show_default=True,
+@click.option("--tolerance", type=FiniteFloat(0.005, 0.5), default=0.05, show_default=True,
               help="Relative precision of the smallest memory per device.")
 @click.option("--search/--no-search", default=True, show_default=True,
               help="Find the smallest memory per device for each K (several placements per K).")

@@ -23,8 +23,8 @@ from ..errors import InfeasibleError, InputError, MissingDependencyError, Runtim
 from ..fileio import check_new_directory, check_writable, refuse_overwrite, write_json
 from ..frontends import input_files, input_format
 from ..units import format_bytes, format_time, plural
-from .options import (OUTPUT_FILE, build_cluster, cluster_options, distinct_outputs, echo_summary, frontend_options,
-                      make_frontend_options, pin_options, pinning_from, with_placement_names)
+from .options import (OUTPUT_FILE, FiniteFloat, build_cluster, cluster_options, distinct_outputs, echo_summary,
+                      frontend_options, make_frontend_options, pin_options, pinning_from, with_placement_names)
 
 #: Formats `pardnn run` can execute, with the backend module that does it.
 RUNNABLE = {"onnx": "pardnn.backend.onnx_pipeline", "savedmodel": "pardnn.backend.tf_backend",
@@ -163,11 +163,11 @@ def _criterion_line(r) -> str:
 @frontend_options
 @click.option("--steps", type=click.IntRange(1), default=5, show_default=True,
               help="Timed steps (after one warm-up); the report gives the median.")
-@click.option("--rtol", type=click.FloatRange(0), default=1e-4, show_default=True,
+@click.option("--rtol", type=FiniteFloat(0), default=1e-4, show_default=True,
               help="Relative tolerance of the output check.")
-@click.option("--atol", type=click.FloatRange(0), default=1e-5, show_default=True,
+@click.option("--atol", type=FiniteFloat(0), default=1e-5, show_default=True,
               help="Absolute tolerance of the output check.")
-@click.option("--noise-factor", type=click.FloatRange(0), default=None, metavar="C",
+@click.option("--noise-factor", type=FiniteFloat(0), default=None, metavar="C",
               help="TensorFlow: a tensor not within --rtol/--atol still matches when its deviation is at most C times "
                    "the spread of a perturbed single-device run (float reassociation; docs/running.md). "
                    "[default: 10; 0: elementwise only]")
@@ -181,7 +181,7 @@ def _criterion_line(r) -> str:
               help="TensorFlow: run on GPUs or logical CPU devices (auto: GPUs when there is one per device).")
 @click.option("--soft-placement", is_flag=True,
               help="TensorFlow: let TensorFlow move ops it cannot run where placed (they are counted as moved).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(1), default=600, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(1), default=600, show_default=True,
               help="TensorFlow: seconds a server may take to start and an op to run.")
 @click.option("--write", "write_path", type=click.Path(readable=False),
               help="TensorFlow: also write the placed model here (.pb, .pbtxt, or a directory for a SavedModel).")
@@ -423,7 +423,7 @@ def _core_ranges(cores: set[int]) -> str:
 @click.option("--task", type=click.IntRange(0), required=True, help="This host's task index in the spec.")
 @click.option("--cpus", type=click.IntRange(0), default=0, show_default=True,
               help="Logical CPU devices for this task (for CPU-only hosts; 0 = one).")
-@click.option("--lifetime", type=click.FloatRange(0), default=0, show_default=True,
+@click.option("--lifetime", type=FiniteFloat(0), default=0, show_default=True,
               help="Stop after this many seconds (0 = until killed).")
 @click.option("--cores", default="", metavar="LIST",
               help="Pin this task to these CPU cores, e.g. 0-3 (default: all the process may use).")

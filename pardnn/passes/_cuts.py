@@ -90,7 +90,7 @@ def cut_plans(g: OpGraph, cluster: Cluster, *, choices: int = 4) -> list[np.ndar
         picks.append(cand[np.lexsort((cand, np.abs(before[cand] - target), cross[cand]))][:choices])
     plans: list[np.ndarray] = []
     pinned = g.unit_pin[g.unit]
-    for r in range(choices):
+    for r in range(min(choices, max(p.size for p in picks))):      # beyond, every boundary repeats its last
         cuts = [int(p[min(r, p.size - 1)]) for p in picks]
         if any(b <= a for a, b in zip(cuts, cuts[1:])):      # boundaries out of order: no such plan
             continue

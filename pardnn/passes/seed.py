@@ -45,6 +45,9 @@ from ._threads import THREADS_FROM, map_in_order, workers_for
 
 STARTS = (*_listsched.MODES, "metis", "sct", "cut")
 """The starting plans the seed pass knows."""
+MAX_METIS_VARIANTS = 256
+"""The most ``metis_variants`` taken: the partitions are all kept until the best is chosen (256 of a 200k-op
+graph hold 410 MB), and ``metis_variants=1e15`` grew to 18 GB in a minute."""
 
 
 def _best_simulated(g: OpGraph, cluster: Cluster, plans: list[np.ndarray], bounded: bool
@@ -147,6 +150,9 @@ class Seed:
         if it is not None and (isinstance(it, bool) or not isinstance(it, (int, float)) or not 0 < it < math.inf):
             raise ValueError(f"seed: sct_lp_iterations must be a positive number or none, got {it!r}")
         check_pass_options(self)
+        if self.metis_variants > MAX_METIS_VARIANTS:
+            raise ValueError(f"seed: metis_variants must be at most {MAX_METIS_VARIANTS} (each is a METIS run, "
+                             f"all kept until the best is chosen), got {self.metis_variants}")
 
     def _starts(self, bounded: bool, big: bool = False, small: bool = True, variants: bool = False,
                 exact: bool = False, cuts: bool = True) -> list[tuple[str, str, bool, bool | str]]:

@@ -117,3 +117,91 @@ def test_an_output_name_too_long_for_the_file_system_is_an_output_error(work):
     r = pardnn("partition", "g.json", "-k", "2", "-o", long, cwd=work)
     assert "cannot write" in assert_one_line_error(r, EXIT_OUTPUT, "xxx")
     assert sorted(p.name for p in work.iterdir()) == ["g.json"]
+
+
+# ---------------------------------------------------------------------------
+# Round 32: what the round before left accepted. Each was exit 0 on nonsense, or an internal error.
+
+_LAYER = "{} -- {} -- forward_compute_time={}, backward_compute_time=1.0, activation_size={}, parameter_size={}\n"
+
+
+def _pipedream(*layers: tuple, edges: tuple = ("node1 -- node2",)) -> str:
+    return "".join(_LAYER.format(*L) for L in layers) + "".join(f"\t{e}\n" for e in edges)
+
+
+_INPUT = ("node1", "Input0", 1.0, 4.0, 0.0)
+_LINEAR = ("node2", "Linear", 1.0, 4.0, 8.0)
+ROUND_32 = {
+    # NaN and Infinity are no JSON: `import` copied them into its output, which no strict reader takes
+    "nan.json": ('{"format":"pardnn.graph","version":1,"nodes":[{"name":"a","time_us":1,"note":NaN}],'
+                 '"edges":[]}', "line 1 column 78: NaN is not a number in JSON"),
+    "inf.json": ('{"format":"pardnn.graph","version":1,\n"nodes":[{"name":"a","time_us":1,"note":-Infinity}],'
+                 '"edges":[]}', "line 2 column 41: -Infinity is not a number"),
+    "big.json": ('{"format":"pardnn.graph","version":1,"nodes":[{"name":"a","time_us":1,"note":"1e400",'
+                 '"x":1e400}],"edges":[]}', "line 1 column 90: 1e400 is beyond the range"),
+    # ParDNN's DOT: a line that names no node was a node ('$$$', 'rankdir=LR' was one named so)
+    "garbage.dot": ('"a" -> "b"\n$$$\n', "garbage.dot:2: cannot read a node name from '$$$'"),
+    "chain.dot": ('a -> b -> c\n', "chain.dot:1: cannot read a node name from 'b -> c'"),
+    # PipeDream: the second of two lines of one layer won, without a word; 1e999 was an OverflowError
+    "twice/graph.txt": (_pipedream(_INPUT, _LINEAR, ("node2", "Linear", 9.0, 4.0, 8.0)),
+                        "graph.txt:3: layer 'node2' is given twice (first at line 2)"),
+    "edge/graph.txt": (_pipedream(_INPUT, _LINEAR, edges=("node1 -- node2", "node1 -- node2")),
+                       "graph.txt:4: the edge node1 -- node2 is given twice (first at line 3)"),
+    "huge/graph.txt": (_pipedream(_INPUT, ("node2", "Linear", 1.0, 4.0, "1e999")),
+                       "graph.txt:2: layer 'node2': parameter_size is inf"),
+    "negative/graph.txt": (_pipedream(("node1", "Input0", 1.0, -4.0, 0.0), _LINEAR),
+                           "graph.txt:1: layer 'node1': activation_size is -4"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_32))
+def test_round_32_nonsense_is_bad_input_naming_the_file_and_line(work, name):
+    text, message = ROUND_32[name]
+    (work / name).parent.mkdir(exist_ok=True)
+    (work / name).write_text(text)
+    before = snapshot(work)
+    r = pardnn("import", name, "-o", "out.json", cwd=work)
+    assert message in assert_one_line_error(r, EXIT_INPUT, name)
+    assert snapshot(work) == before
+
+
+def test_a_dot_size_below_minus_one_or_a_duration_not_finite_is_bad_input(work):
+    d = work / "dot"
+    d.mkdir()
+    (d / "g.dot").write_text('"a" -> "b"\n')
+    (d / "tensors_sz.txt").write_text('"a": 8,\n"b": -5,\n')
+    r = pardnn("info", "g.dot", cwd=d)
+    assert "size of 'b' is -5" in assert_one_line_error(r, EXIT_INPUT, "tensors_sz.txt:2")
+    (d / "tensors_sz.txt").write_text('"a": 8,\n"b": -1,\n')          # -1: unknown, as ParDNN wrote it
+    (d / "time_steps_32").mkdir()
+    for value in ("nan", "-3", "inf"):
+        (d / "time_steps_32" / "nodes_average_durations.txt").write_text(f"a::10\nb::{value}\n")
+        r = pardnn("info", "g.dot", cwd=d)
+        assert f"duration of 'b' is '{value}'" in assert_one_line_error(r, EXIT_INPUT,
+                                                                        "nodes_average_durations.txt:2")
+    (d / "time_steps_32" / "nodes_average_durations.txt").write_text("a::10\nb::0\n")
+    assert pardnn("info", "g.dot", cwd=d).returncode == 0
+
+
+@pytest.mark.parametrize("args", [("info", "g.json", "--top", "-1"),
+                                  ("plan", "g.json", "-k", "2", "--tolerance", "nan"),
+                                  ("calibrate", "-k", "1", "--timeout", "inf", "-o", "c.json"),
+                                  ("bench", "--max-nodes", "-1", "-o", "b")])
+def test_a_count_below_zero_or_a_number_not_finite_is_a_usage_error(work, args):
+    """--top -1 listed all groups but the last; --tolerance nan bisected to 'nan%'; --timeout inf was an
+    OverflowError (exit 1)."""
+    before = snapshot(work)
+    r = pardnn(*args, cwd=work)
+    assert r.returncode == 2 and "Invalid value for '--" in r.stderr, r.stderr
+    assert snapshot(work) == before
+
+
+def test_a_placement_for_another_graph_is_used_with_a_warning_and_a_graph_not_named_is_refused(work):
+    assert pardnn("partition", "g.json", "-k", "2", "-o", "p.json", cwd=work).returncode == 0
+    d = json.loads((work / "p.json").read_text())
+    (work / "other.json").write_text(json.dumps({**d, "graph": "other"}))
+    r = pardnn("simulate", "g.json", "other.json", cwd=work)
+    assert r.returncode == 0 and "the placement was made for graph 'other', not 'hostile'" in r.stderr, r.stderr
+    (work / "seven.json").write_text(json.dumps({**d, "graph": 7}))
+    r = pardnn("simulate", "g.json", "seven.json", cwd=work)
+    assert "\"graph\" must be the graph's name" in assert_one_line_error(r, EXIT_INPUT, "seven.json")

@@ -7,6 +7,7 @@ counted on the files, or are recomputed here from the raw files.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -96,6 +97,19 @@ x->y
     names, edges = parse_dot(text)
     assert names == ["a/b", "c", "x", "y", "p", "q"]
     assert edges == [("a/b", "c", 1, False), ("a/b", "c", 0, True), ("x", "y", 0, False), ("p", "q", 0, False)]
+
+
+def test_dot_statements_that_are_no_nodes_are_skipped_and_garbage_is_an_error():
+    """Found by a bad-input trial: every line starting with 'graph' was skipped (the edge ``graph_x -> y``
+    too), ``rankdir=LR`` and ``node [shape=box]`` became nodes of those names, and ``$$$`` was a node."""
+    names, edges = parse_dot('strict digraph "a b" {\nnode [shape=box];\nrankdir=LR\ngraph_x -> y\n'
+                             '/* note */\nedge [color=red]\n}\n')
+    assert names == ["graph_x", "y"] and edges == [("graph_x", "y", 0, False)]
+    assert parse_dot("digraph{\n0[weight=\"0\"];\n0->1\n}")[0] == ["0", "1"]      # ParDNN's own DAGP files
+    for line, said in (("$$$", "cannot read a node name from '$$$'"), ("a -> b -> c", "from 'b -> c'"),
+                       ("[w=1]", "attributes without a node"), ("a b", "from 'a b'")):
+        with pytest.raises(InputError, match=r"g\.dot:2: .*" + re.escape(said)):
+            parse_dot(f"x -> y\n{line}\n", "g.dot")
 
 
 def test_size_and_duration_tables():

@@ -491,6 +491,20 @@ def test_each_start_is_its_own_schedulers_plan_in_the_documented_order(case, sca
     assert plan_key(simulate(g, c, plan("cut")), True) == best
 
 
+def test_counts_that_would_run_without_end_are_bounded():
+    """``metis_variants=1e15`` grew to 18 GB in a minute (the variants' list); ``cut_choices=1e15`` ran a
+    loop of 1e15 turns, all past the first few repeating the last plan."""
+    with pytest.raises(ValueError, match="metis_variants must be at most 256"):
+        Seed(metis_variants=257)
+    assert Seed(metis_variants=256).metis_variants == 256
+    g = tiny([(f"n{i}", 1.0 + i % 3, 100 * (1 + i % 7)) for i in range(40)],
+             [(f"n{i}", f"n{i + 1}") for i in range(39)] + [(f"n{i}", f"n{i + 2}") for i in range(0, 38, 5)])
+    c = Cluster.homogeneous(3)
+    plans = _cuts.cut_plans(g, c, choices=10**15)
+    assert plans and all(np.array_equal(a, b) for a, b in zip(plans, _cuts.cut_plans(g, c, choices=10**4)))
+    assert len(plans) == len(_cuts.cut_plans(g, c, choices=10**4))
+
+
 def test_sct_lp_iterations_must_be_positive_or_none():
     assert Seed(sct_lp_iterations=None).sct_lp_iterations is None
     for bad in (0, -1.0, True, "x"):
