@@ -16,6 +16,7 @@ seed        list-scheduling plans (HEFT, ETF, link-contention aware), the simula
 refine      ParDNN step 1.3: refinement on the simulated critical chain (`refine`)
 memory      ParDNN step 2: move units off devices over their memory (`memory`)
 refine-mem  refine after step 2: only moves that keep memory, only when step 2 changed the plan
+fewer       the whole pipeline on the faster half of the devices, its plan a start (`fewer`)
 best        keep the best of the plan and every recorded start (`keep_best`)
 ==========  =====================================================================================
 """
@@ -50,6 +51,7 @@ PASSES: dict[str, PassEntry] = {
     "refine-mem": PassEntry("refine:Refine", {"respect_memory": True, "only_if_changed": True, "floor_share": 0.4,
                                               "first_share": 0.5},
                             summary="refine within memory, after a pass that changed the plan"),
+    "fewer": PassEntry("fewer:Fewer", summary="the whole pipeline on the faster half of the devices, its plan a start"),
     "best": PassEntry("keep_best:KeepBest", summary="never worse than any recorded start"),
 }
 

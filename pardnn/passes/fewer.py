@@ -1,0 +1,127 @@
+"""A start on fewer devices: the whole pipeline run on the faster half of the cluster, its plan a start.
+
+A plan for K/2 devices is a plan for K, with half of them idle, and where
+transfers cost more than the parallelism they buy it is the better one. The
+pipeline at K does not find it: refinement moves units one at a time from
+plans that use all K devices, and a move that empties a device only pays off
+after many others. Run at K/2, the same passes search a space where every
+plan is such a plan. So this pass places the graph again on the
+``ceil(K * share)`` fastest devices (ties: more memory, then the lower
+index) with the pipeline of the same effort (without this pass, unless
+``recursive``), and records the plan as a start, which the ``best`` pass
+after it keeps when nothing beats it: the result is never longer than the
+pipeline's plan on the half. The plan is only a start: handed to refinement
+at K as well, it split refinement's budget among one more plan, and of the
+tuning suite's 177 loose cases 24 got shorter and 15 longer (by up to 6%).
+
+The pass runs after the others, before ``best``, and is skipped where it
+cannot win or rarely would: when the plan so far fits and is no longer than
+the sound lower bound on the half (`pardnn.bounds.makespan_lower_bound`; on
+the tuning suite's loose cases, 95 of 177: all 59 at K=2, 24 at K=4, 12 at K=8), when the
+half's memory in all is less than the step's peak on one device (a plan
+there would rarely fit; under the benchmark's tight memory, 1.25x that peak
+over all K devices, it never runs), when a node is pinned to a device the
+half does not have at the same index, on graphs of more than ``max_nodes``
+ops, and on clusters of fewer than ``min_devices`` devices.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..bounds import makespan_lower_bound
+from ..cluster import Cluster
+from ..ir import OpGraph
+from ..machine import simulate, single_device_peak
+from ..pipeline import PlanState, check_pass_options
+from .keep_best import plan_key
+
+
+def faster_half(cluster: Cluster, share: float) -> np.ndarray:
+    """The indices, ascending, of the ``ceil(K * share)`` fastest devices (ties: more memory, then the lower
+    index), at least one."""
+    K = cluster.num_devices
+    n = min(K, max(1, math.ceil(K * share - 1e-9)))
+    order = np.lexsort((np.arange(K), -cluster.capacity, -cluster.speed))
+    return np.sort(order[:n])
+
+
+def sub_cluster(cluster: Cluster, keep: np.ndarray) -> Cluster:
+    """``cluster``'s devices ``keep`` with the links between them."""
+    idx = [int(i) for i in keep]
+    links = None if cluster.links is None else tuple(tuple(cluster.links[i][j] for j in idx) for i in idx)
+    return Cluster(tuple(cluster.devices[i] for i in idx), cluster.latency_us, cluster.bandwidth_bytes_per_us,
+                   links, cluster.transfer_cpu_us, cluster.transfer_cpu_bytes_per_us)
+
+
+@dataclass(frozen=True)
+class Fewer:
+    name: ClassVar[str] = "fewer"
+    requires: ClassVar[tuple[str, ...]] = ("assignment",)
+
+    share: float = 0.5
+    """Place on this share of the devices (rounded up)."""
+    effort: str = "default"
+    """The effort of the pipeline run on them (`pardnn.partitioner.default_spec`)."""
+    recursive: bool = False
+    """That pipeline has this pass too (so K/4 devices, and so on); else not."""
+    min_devices: int = 2
+    """Skipped where the cluster has fewer devices than this."""
+    max_nodes: int = 50_000
+    """Skipped on graphs of more ops than this (it about doubles the pipeline's time)."""
+
+    def __post_init__(self) -> None:
+        from ..partitioner import SEEDS
+        if self.effort not in SEEDS:
+            raise ValueError(f"fewer: unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
+        check_pass_options(self)
+        if not 0 < self.share < 1:
+            raise ValueError(f"fewer: share must be above 0 and below 1, got {self.share!r}")
+
+    def spec(self) -> str:
+        """The pipeline run on the smaller cluster."""
+        from ..partitioner import PardnnOptions, default_spec
+        spec = default_spec(PardnnOptions(effort=self.effort))
+        if self.recursive:
+            return spec
+        return ",".join(p for p in spec.split(",") if not p.startswith("fewer"))
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        K = cluster.num_devices
+        if K < max(2, self.min_devices) or g.num_nodes == 0:
+            return state.with_stats(self.name, skipped=f"{K} device{'s' if K != 1 else ''}")
+        if g.num_nodes > self.max_nodes:
+            return state.with_stats(self.name, skipped=f"more than {self.max_nodes:,} ops")
+        keep = faster_half(cluster, self.share)
+        pinned = g.pinned[g.pinned >= 0]
+        top = int(pinned.max()) if pinned.size else -1      # pins name devices 0..top: the half must keep them,
+        if top >= keep.size or not np.array_equal(keep[:top + 1], np.arange(top + 1)):     # at the same index
+            return state.with_stats(self.name, skipped="a node is pinned to a device outside the half")
+        sub = sub_cluster(cluster, keep)
+        bounded = bool(np.isfinite(cluster.capacity).any())
+        if bounded and float(sub.capacity.sum()) < single_device_peak(g):
+            return state.with_stats(self.name, skipped=f"{keep.size} devices hold less than the step's peak on one")
+        if state.assignment is not None:
+            now = simulate(g, cluster, state.assignment, memory=bounded)
+            bound = makespan_lower_bound(g, sub).value_us
+            if now.feasible and now.makespan_us <= bound:
+                return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
+                                        f"{keep.size} devices ({bound:.1f} us)")
+        from ..pipeline import parse_pipeline
+        t0 = time.perf_counter()
+        inner, _ = parse_pipeline(self.spec()).run(g, sub, PlanState())
+        dev = keep[inner.assignment].astype(np.int64)
+        s = simulate(g, cluster, dev, memory=bounded)
+        key = plan_key(s, bounded)
+        known = [a for a in (state.assignment, *state.alternatives) if np.array_equal(a, dev)]
+        figures = dict(devices=int(keep.size), makespan_us=float(s.makespan_us), feasible=bool(s.feasible),
+                       seconds=round(time.perf_counter() - t0, 4))
+        if known:
+            return state.with_stats(self.name, **figures, same_as_a_start=True)
+        return state.replace(starts=(*state.starts, ("fewer", dev)),
+                             start_keys={**state.start_keys, "fewer": (key, dev)}).with_stats(self.name, **figures)
