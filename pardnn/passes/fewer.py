@@ -118,7 +118,8 @@ class Fewer:
         dev = keep[inner.assignment].astype(np.int64)
         s = simulate(g, cluster, dev, memory=bounded)
         key = plan_key(s, bounded)
-        known = [a for a in (state.assignment, *state.alternatives) if np.array_equal(a, dev)]
+        # a plan the ``best`` pass weighs already (the current one or a start); it does not weigh alternatives
+        known = [a for a in (state.assignment, *(d for _, d in state.starts)) if np.array_equal(a, dev)]
         figures = dict(devices=int(keep.size), makespan_us=float(s.makespan_us), feasible=bool(s.feasible),
                        seconds=round(time.perf_counter() - t0, 4))
         if known:

@@ -121,3 +121,21 @@ def test_options_are_checked():
         with pytest.raises(ValueError):
             Fewer(**bad)
     assert "fewer" not in Fewer().spec() and Fewer().spec().startswith("slice,map,seed")
+
+
+def test_a_plan_among_the_alternatives_is_still_recorded_as_a_start():
+    """The ``best`` pass weighs the current plan and the starts, not the alternatives (refinement's other
+    starts): a half's plan that is only an alternative was taken for a start and dropped, and the result was
+    the longer current plan."""
+    from pardnn.passes.keep_best import KeepBest
+    g, c = found(), Cluster.homogeneous(4)
+    fewer = Fewer()
+    keep = faster_half(c, 0.5)
+    inner, _ = parse_pipeline(fewer.spec()).run(g, sub_cluster(c, keep), PlanState())
+    half = keep[inner.assignment]
+    spread = np.arange(g.num_nodes, dtype=np.int64) % 4      # a plan that pays for its transfers
+    assert simulate(g, c, spread).makespan_us > simulate(g, c, half).makespan_us
+    state = PlanState(assignment=spread, alternatives=(half.copy(),))
+    st = KeepBest()(g, c, fewer(g, c, state))
+    assert "same_as_a_start" not in st.stats["fewer"]
+    assert simulate(g, c, st.assignment).makespan_us == pytest.approx(simulate(g, c, half).makespan_us)
