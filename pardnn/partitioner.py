@@ -82,7 +82,7 @@ def default_spec(options: PardnnOptions | None = None) -> str:
     parts.append(spec_entry("memory", **({} if o.memory_heuristic == "auto" else {"heuristic": o.memory_heuristic})))
     if refine and o.refine_memory:
         parts.append(spec_entry("refine-mem", **evals))
-    if o.effort in FEWER:
+    if o.effort in FEWER and o.seed:      # its plan is a start, which only the best pass weighs
         parts.append(spec_entry("fewer", effort=o.effort))
     if o.seed:
         parts.append(spec_entry("best"))
