@@ -39,6 +39,7 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate, single_device_peak
 from ..pipeline import PlanState, check_pass_options
+from ..units import is_number
 from .keep_best import plan_key
 
 
@@ -79,9 +80,9 @@ class Fewer:
         from ..partitioner import SEEDS
         if self.effort not in SEEDS:
             raise ValueError(f"fewer: unknown effort {self.effort!r}; choose {', '.join(SEEDS)}")
-        check_pass_options(self)
-        if not 0 < self.share < 1:
+        if not (is_number(self.share) and 0 < self.share < 1):     # before the rule of every float: "0 or more"
             raise ValueError(f"fewer: share must be above 0 and below 1, got {self.share!r}")
+        check_pass_options(self)
 
     def spec(self) -> str:
         """The pipeline run on the smaller cluster."""

@@ -123,6 +123,10 @@ def test_options_are_checked():
         with pytest.raises(ValueError):
             Fewer(**bad)
     assert "fewer" not in Fewer().spec() and Fewer().spec().startswith("slice,map,seed")
+    # each pass's own rule before check_pass_options', whose "0 or more" would admit 0
+    for bad in (-0.5, "x", True):
+        with pytest.raises(ValueError, match="share must be above 0 and below 1"):
+            Fewer(share=bad)
 
 
 def test_a_plan_among_the_alternatives_is_still_recorded_as_a_start():
