@@ -37,7 +37,7 @@ import numpy as np
 from ..bounds import makespan_lower_bound
 from ..cluster import Cluster
 from ..ir import OpGraph
-from ..machine import simulate, single_device_peak
+from ..machine import device_order, simulate, single_device_peak
 from ..pipeline import PlanState, check_pass_options
 from ..units import is_number
 from .keep_best import plan_key
@@ -48,8 +48,7 @@ def faster_half(cluster: Cluster, share: float) -> np.ndarray:
     index), at least one."""
     K = cluster.num_devices
     n = min(K, max(1, math.ceil(K * share - 1e-9)))
-    order = np.lexsort((np.arange(K), -cluster.capacity, -cluster.speed))
-    return np.sort(order[:n])
+    return np.sort(device_order(cluster)[:n])     # the order the mapping and the memory pass fill devices in
 
 
 def sub_cluster(cluster: Cluster, keep: np.ndarray) -> Cluster:
