@@ -59,6 +59,14 @@ def sub_cluster(cluster: Cluster, keep: np.ndarray) -> Cluster:
                    links, cluster.transfer_cpu_us, cluster.transfer_cpu_bytes_per_us)
 
 
+def misplaced_pin(g: OpGraph, keep: np.ndarray) -> int | None:
+    """The lowest device a node is pinned to that the devices ``keep`` (ascending) do not have at the same
+    index, or None: the sub-cluster numbers them ``0..len(keep)-1`` and the graph's pins stay as they are."""
+    pins = np.unique(g.pinned[g.pinned >= 0])
+    bad = pins[(pins >= keep.size) | (keep[np.minimum(pins, keep.size - 1)] != pins)]
+    return int(bad[0]) if bad.size else None
+
+
 @dataclass(frozen=True)
 class Fewer:
     name: ClassVar[str] = "fewer"
@@ -93,15 +101,20 @@ class Fewer:
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         K = cluster.num_devices
-        if K < max(2, self.min_devices) or g.num_nodes == 0:
-            return state.with_stats(self.name, skipped=f"{K} device{'s' if K != 1 else ''}")
+        if g.num_nodes == 0:
+            return state.with_stats(self.name, skipped="no ops")
+        if K < max(2, self.min_devices):
+            return state.with_stats(self.name, skipped=f"{K} device{'s' if K != 1 else ''}"
+                                    + (f", fewer than min_devices={self.min_devices}" if K >= 2 else ""))
         if g.num_nodes > self.max_nodes:
             return state.with_stats(self.name, skipped=f"more than {self.max_nodes:,} ops")
         keep = faster_half(cluster, self.share)
-        pinned = g.pinned[g.pinned >= 0]
-        top = int(pinned.max()) if pinned.size else -1      # pins name devices 0..top: the half must keep them,
-        if top >= keep.size or not np.array_equal(keep[:top + 1], np.arange(top + 1)):     # at the same index
-            return state.with_stats(self.name, skipped="a node is pinned to a device outside the half")
+        pin = misplaced_pin(g, keep)
+        if pin is not None:
+            where = np.flatnonzero(keep == pin)
+            return state.with_stats(self.name, skipped=f"a node is pinned to device {pin}, " + (
+                f"which is device {int(where[0])} of the {keep.size} fastest (pins keep their index)" if where.size
+                else f"outside the half (the {keep.size} fastest)"))
         sub = sub_cluster(cluster, keep)
         bounded = bool(np.isfinite(cluster.capacity).any())
         if bounded and float(sub.capacity.sum()) < single_device_peak(g):

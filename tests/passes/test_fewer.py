@@ -92,7 +92,7 @@ def test_skipped_where_the_half_cannot_hold_the_step_or_lacks_a_pinned_device():
     assert "hold less than the step's peak on one" in st.stats["fewer"]["skipped"]
     pinned = tiny([("a", 1.0), ("b", 1.0, 0, {"pinned": 3})], [("a", "b")])
     st, _ = parse_pipeline(WITH).run(pinned, Cluster.homogeneous(4), PlanState())
-    assert "pinned to a device outside the half" in st.stats["fewer"]["skipped"]
+    assert st.stats["fewer"]["skipped"] == "a node is pinned to device 3, outside the half (the 2 fastest)"
     st, _ = parse_pipeline("slice,map,seed,refine,fewer{max_nodes=3},best").run(g, Cluster.homogeneous(4),
                                                                                 PlanState())
     assert st.stats["fewer"]["skipped"] == "more than 3 ops"
@@ -145,3 +145,26 @@ def test_a_plan_among_the_alternatives_is_still_recorded_as_a_start():
     st = KeepBest()(g, c, fewer(g, c, state))
     assert "same_as_a_start" not in st.stats["fewer"]
     assert simulate(g, c, st.assignment).makespan_us == pytest.approx(simulate(g, c, half).makespan_us)
+
+
+def test_the_skips_say_why():
+    """Each skip names its own reason: an empty graph was "4 devices", a cluster under ``min_devices`` only
+    its count, and a pin to a device of the half at another index "outside the half"."""
+    from pardnn.ir import GraphBuilder
+    from pardnn.passes.fewer import misplaced_pin
+    empty = GraphBuilder("e").build()
+    assert Fewer()(empty, Cluster.homogeneous(4), PlanState(assignment=np.zeros(0, np.int64))).stats["fewer"] == \
+        {"skipped": "no ops"}
+    g = star()
+    st = Fewer(min_devices=8)(g, Cluster.homogeneous(4), PlanState(assignment=np.zeros(g.num_nodes, np.int64)))
+    assert st.stats["fewer"]["skipped"] == "4 devices, fewer than min_devices=8"
+    # devices 0 and 3 are the fast ones: a pin to 3 is the half's device 1
+    c = Cluster(tuple(Device(f"d{i}", None, s) for i, s in enumerate((2.0, 1.0, 1.0, 2.0))))
+    pinned = tiny([("a", 1.0), ("b", 1.0, 0, {"pinned": 3})], [("a", "b")])
+    st = Fewer()(pinned, c, PlanState(assignment=np.full(2, 3, np.int64)))
+    assert st.stats["fewer"]["skipped"] == "a node is pinned to device 3, which is device 1 of the 2 fastest " \
+                                           "(pins keep their index)"
+    keep = np.array([0, 1, 3])
+    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1})], []), keep) is None
+    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1}), ("b", 1.0, 0, {"pinned": 3})], []), keep) == 3
+    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 7})], []), keep) == 7
