@@ -77,7 +77,8 @@ class Fewer:
     effort: str = "default"
     """The effort of the pipeline run on them (`pardnn.partitioner.default_spec`)."""
     recursive: bool = False
-    """That pipeline has this pass too (so K/4 devices, and so on); else not."""
+    """That pipeline keeps the ``fewer`` pass its effort has (at ``best``: ``fewer{effort=best}``, not recursive
+    and at the default share, so one level more: K/4 devices); else not. No effect at the other efforts."""
     min_devices: int = 2
     """Skipped where the cluster has fewer devices than this."""
     max_nodes: int = 50_000
