@@ -83,7 +83,7 @@ def default_spec(options: PardnnOptions | None = None) -> str:
     if refine and o.refine_memory:
         parts.append(spec_entry("refine-mem", **evals))
     if o.effort in FEWER and o.seed:      # its plan is a start, which only the best pass weighs
-        parts.append(spec_entry("fewer", effort=o.effort))
+        parts.append(spec_entry("fewer"))    # it runs the passes before it, these options' own
     if o.seed:
         parts.append(spec_entry("best"))
     return ",".join(parts)

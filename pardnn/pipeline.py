@@ -8,7 +8,10 @@ in order, checks each one's ``requires`` before it runs, times each
 (`PlanState.changed`, which a later pass may read), verifies the state after
 each one (every node placed on a real device, colocation groups whole, pins
 honoured: the machine model's own rules) and re-raises any failure as a
-`PassError` naming the pass that failed and those that ran before it.
+`PassError` naming the pass that failed and those that ran before it. A pass
+that runs passes of its own (``fewer``) has an ``inside(pipeline, i)``
+method: the pipeline calls what it returns, the pass as entry ``i`` of this
+pipeline, instead of the pass itself.
 
 A pipeline is also a string, after xDSL's pass pipelines:
 ``"slice,map,refine{max_evals=400},memory{heuristic=residual},refine-mem"``
@@ -164,6 +167,9 @@ class Pipeline:
     """Check the state's invariants after every pass."""
     labels: tuple[str, ...] = ()
     """The name each pass is known by (its registry entry); default: the pass's own name."""
+    within: str = ""
+    """The pass this pipeline runs inside (``fewer``), whose name its log lines, progress and errors give first
+    (``fewer > refine``)."""
 
     def label(self, i: int) -> str:
         return self.labels[i] if i < len(self.labels) else self.passes[i].name
@@ -186,17 +192,19 @@ class Pipeline:
         done: list[str] = []
         for i, p in enumerate(self.passes):
             label = self.label(i)
+            shown = f"{self.within} > {label}" if self.within else label     # in messages
             t0 = time.perf_counter()
             missing = [f for f in getattr(p, "requires", ()) if getattr(state, f) is None]
             if missing:
-                raise PassError(f"pass {label!r} needs {' and '.join(missing)} in the plan, which no pass before it "
+                raise PassError(f"pass {shown!r} needs {' and '.join(missing)} in the plan, which no pass before it "
                                 f"made ({', '.join(done) or 'it runs first'})")
             try:
                 before, prior = state.assignment, state.stats.get(p.name)
                 if prior is not None and label != p.name:   # a second entry of a pass starts its figures afresh
                     state = state.replace(stats={k: v for k, v in state.stats.items() if k != p.name})
-                with progress.stage(f"pass {label}", log_time=False):   # logged below, with the makespan
-                    state = p(g, cluster, state)
+                run_pass = p.inside(self, i) if hasattr(p, "inside") else p
+                with progress.stage(f"pass {shown}", log_time=False):   # logged below, with the makespan
+                    state = run_pass(g, cluster, state)
                 state = state.replace(changed=not (before is not None and state.assignment is not None
                                                    and np.array_equal(before, state.assignment)),
                                       stats=_filed_under(state.stats, p.name, label, prior))
@@ -205,21 +213,21 @@ class Pipeline:
             except InfeasibleError:
                 raise
             except MemoryError:
-                raise OutOfMemory(f"out of memory in pass {label!r} on {g.num_nodes:,} nodes and "
+                raise OutOfMemory(f"out of memory in pass {shown!r} on {g.num_nodes:,} nodes and "
                                   f"{g.num_edges:,} edges, {cluster.num_devices} devices"
                                   + (f" (after {', '.join(done)})" if done else "")) from None
             except PardnnError as exc:
                 if isinstance(exc, PassError):
                     raise
-                raise type(exc)(f"{exc} (in pass {label!r})") from exc
+                raise type(exc)(f"{exc} (in pass {shown!r})") from exc
             except Exception as exc:
                 if interrupted(exc):    # Ctrl-C inside a compiled kernel: an interrupt, not a failed pass
                     raise KeyboardInterrupt from None
                 after = f" after {', '.join(done)}" if done else ""
-                raise PassError(f"pass {label!r} failed{after}: {type(exc).__name__}: {exc}") from exc
+                raise PassError(f"pass {shown!r} failed{after}: {type(exc).__name__}: {exc}") from exc
             dt = time.perf_counter() - t0
             timings.append(PassTiming(label, dt, state.makespan_us))
-            log.info("pass %-10s %7.3f s%s", label, dt,
+            log.info("pass %-*s %7.3f s%s", 10 + len(shown) - len(label), shown, dt,     # a nested one indented
                      f"  makespan {state.makespan_us / 1000:.3f} ms" if state.makespan_us is not None else "")
             done.append(label)
         return state, timings

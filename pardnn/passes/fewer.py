@@ -7,10 +7,12 @@ plans that use all K devices, and a move that empties a device only pays off
 after many others. Run at K/2, the same passes search a space where every
 plan is such a plan. So this pass places the graph again on the
 ``ceil(K * share)`` fastest devices (ties: more memory, then the lower
-index) with the pipeline of the same effort (without this pass, unless
-``recursive``), and records the plan as a start, which the ``best`` pass
-after it keeps when nothing beats it: the result is never longer than the
-pipeline's plan on the half. The plan is only a start: handed to refinement
+index) with the passes that came before it in its pipeline (without other
+``fewer`` entries, unless ``recursive``) and the ``best`` pass that follows
+it, the user's options included, and records the plan as a start, which
+that ``best`` pass keeps when nothing beats it: the result is never longer
+than the same pipeline's plan on the half. Called outside a pipeline, it
+runs the default pipeline of its ``effort``. The plan is only a start: handed to refinement
 at K as well, it split refinement's budget among one more plan, and of the
 tuning suite's 177 loose cases 24 got shorter and 15 longer (by up to 6%).
 
@@ -27,10 +29,12 @@ ops, and on clusters of fewer than ``min_devices`` devices.
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -38,9 +42,11 @@ from ..bounds import makespan_lower_bound
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import device_order, simulate, single_device_peak
-from ..pipeline import PlanState, check_pass_options
+from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
-from .keep_best import plan_key
+from .keep_best import KeepBest, plan_key
+
+log = logging.getLogger("pardnn.passes.fewer")
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -75,10 +81,12 @@ class Fewer:
     share: float = 0.5
     """Place on this share of the devices (rounded up)."""
     effort: str = "default"
-    """The effort of the pipeline run on them (`pardnn.partitioner.default_spec`)."""
+    """Outside a pipeline only (the pass called alone): the effort of the default pipeline it runs on the half
+    (`pardnn.partitioner.default_spec`). In a pipeline it runs the passes before it, whose options say the
+    effort."""
     recursive: bool = False
-    """That pipeline keeps the ``fewer`` pass its effort has (at ``best``: ``fewer{effort=best}``, not recursive
-    and at the default share, so one level more: K/4 devices); else not. No effect at the other efforts."""
+    """The pipeline run on the half has this pass too, so it tries ``share`` of the half in turn, and so on
+    down to ``min_devices``; else not."""
     min_devices: int = 2
     """Skipped where the cluster has fewer devices than this."""
     max_nodes: int = 50_000
@@ -93,14 +101,45 @@ class Fewer:
         check_pass_options(self)
 
     def spec(self) -> str:
-        """The pipeline run on the smaller cluster."""
+        """The pipeline run on the smaller cluster when the pass is called alone, outside a pipeline."""
         from ..partitioner import PardnnOptions, default_spec
         spec = default_spec(PardnnOptions(effort=self.effort))
         if self.recursive:
             return spec
         return ",".join(p for p in spec.split(",") if not p.startswith("fewer"))
 
+    def inside(self, pipeline: Pipeline, i: int) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
+        """This pass as entry ``i`` of ``pipeline``: it runs on the half what that pipeline ran before it (other
+        ``fewer`` entries left out, unless ``recursive``: then this one stays) and the first ``best`` entry
+        after it, with their options."""
+        keep = [j for j in range(i) if self.recursive or not isinstance(pipeline.passes[j], Fewer)]
+        keep += [i] if self.recursive else []
+        best = [j for j in range(i + 1, len(pipeline.passes)) if isinstance(pipeline.passes[j], KeepBest)][:1]
+        inner = Pipeline(tuple(pipeline.passes[j] for j in keep + best), pipeline.verify,
+                         tuple(pipeline.label(j) for j in keep + best),
+                         within=" > ".join(filter(None, (pipeline.within, pipeline.label(i)))))
+        # its plan is a start, which only a best pass weighs: without one the time would be spent for nothing
+        return functools.partial(self._run, inner=inner, skip=None if best else "no best pass after it")
+
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        from ..pipeline import parse_pipeline
+        inner = parse_pipeline(self.spec())
+        return self._run(g, cluster, state, inner=Pipeline(inner.passes, inner.verify, inner.labels,
+                                                            within=self.name))
+
+    def _run(self, g: OpGraph, cluster: Cluster, state: PlanState, *, inner: Pipeline,
+             skip: str | None = None) -> PlanState:
+        st = state.with_stats(self.name, skipped=skip) if skip else self._place(g, cluster, state, inner)
+        figures = st.stats.get(self.name, {})
+        if "skipped" in figures:
+            log.info("%s: skipped: %s", inner.within, figures["skipped"])
+        else:
+            log.info("%s: on %d of %d devices, %.3f ms%s%s", inner.within, figures["devices"], cluster.num_devices,
+                     figures["makespan_us"] / 1000, "" if figures["feasible"] else " (over memory)",
+                     ", the same as a start" if figures.get("same_as_a_start") else ", a start for best")
+        return st
+
+    def _place(self, g: OpGraph, cluster: Cluster, state: PlanState, inner: Pipeline) -> PlanState:
         K = cluster.num_devices
         if g.num_nodes == 0:
             return state.with_stats(self.name, skipped="no ops")
@@ -126,10 +165,9 @@ class Fewer:
             if now.feasible and now.makespan_us <= bound:
                 return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
                                         f"{keep.size} devices ({bound:.1f} us)")
-        from ..pipeline import parse_pipeline
         t0 = time.perf_counter()
-        inner, _ = parse_pipeline(self.spec()).run(g, sub, PlanState())
-        dev = keep[inner.assignment].astype(np.int64)
+        placed, _ = inner.run(g, sub, PlanState())
+        dev = keep[placed.assignment].astype(np.int64)
         s = simulate(g, cluster, dev, memory=bounded)
         key = plan_key(s, bounded)
         # a plan the ``best`` pass weighs already (the current one or a start); it does not weigh alternatives

@@ -112,7 +112,7 @@ def test_skipped_where_the_plan_already_beats_every_plan_on_the_half():
 
 def test_best_effort_runs_it_and_the_default_does_not():
     from pardnn.partitioner import PardnnOptions, default_spec
-    assert default_spec(PardnnOptions(effort="best")).endswith(",fewer{effort=best},best")
+    assert default_spec(PardnnOptions(effort="best")).endswith(",refine-mem{effort=best},fewer,best")
     assert "fewer" not in default_spec(PardnnOptions()) and "fewer" not in default_spec(PardnnOptions(effort="fast"))
     # without the best pass the start would be made and never read (the time doubled for nothing)
     assert "fewer" not in default_spec(PardnnOptions(effort="best", seed=False))
@@ -168,3 +168,51 @@ def test_the_skips_say_why():
     assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1})], []), keep) is None
     assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1}), ("b", 1.0, 0, {"pinned": 3})], []), keep) == 3
     assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 7})], []), keep) == 7
+
+
+def test_in_a_pipeline_it_runs_the_passes_before_it_with_their_options():
+    """On the half it runs what its pipeline ran before it and the best pass after it, options and all: with
+    refinement left out (``--refine-evals 0``), the half is not refined either (it ran the default pipeline
+    of its effort, refinement included, for 80% of the time)."""
+    g, c = found(), Cluster.homogeneous(4)
+    keep = faster_half(c, 0.5)
+    for before in ("slice,map,seed,memory", "slice,map{comm_weight=0},seed,refine{max_evals=5},memory"):
+        st, _ = parse_pipeline(before + ",fewer,best").run(g, c, PlanState())
+        half, _ = parse_pipeline(before + ",best").run(g, sub_cluster(c, keep), PlanState())
+        assert st.stats["fewer"]["makespan_us"] == pytest.approx(simulate(g, c, keep[half.assignment]).makespan_us)
+    from pardnn.partitioner import PardnnOptions, default_spec
+    assert "refine" not in default_spec(PardnnOptions(effort="best", refine_evals=0))
+
+
+def test_without_a_best_pass_after_it_it_is_skipped():
+    g, c = found(), Cluster.homogeneous(4)
+    st, _ = parse_pipeline("slice,map,fewer").run(g, c, PlanState())
+    assert st.stats["fewer"] == {"skipped": "no best pass after it"}
+
+
+def test_recursive_tries_the_half_of_the_half():
+    """With ``recursive`` the pipeline on the half has the pass too: on 8 devices the star is tried on 4, 2
+    and 1 (the last skipped: one device), and its one-device plan, 182 us, is what comes back."""
+    g, c = star(), Cluster.homogeneous(8)
+    st, _ = parse_pipeline("slice,map,seed,refine,fewer{recursive=true},best").run(g, c, PlanState())
+    assert st.stats["fewer"]["devices"] == 4
+    assert simulate(g, c, st.assignment).makespan_us == pytest.approx(182.0)
+
+
+def test_its_log_lines_and_errors_name_it_first(caplog):
+    import logging
+
+    from pardnn.errors import PassError
+    g, c = found(), Cluster.homogeneous(4)
+    with caplog.at_level(logging.INFO, logger="pardnn"):
+        parse_pipeline("slice,map,seed,fewer,best").run(g, c, PlanState())
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("pass fewer > seed") for m in lines) and any(m.startswith("pass fewer ") for m in lines)
+    assert any(m.startswith("fewer: on 2 of 4 devices, ") for m in lines)
+    # a pass that fails on the half is named as the half's
+    with pytest.raises(PassError, match="pass 'fewer > best' needs assignment"):
+        from pardnn.pipeline import Pipeline
+        from pardnn.passes.keep_best import KeepBest
+        p = parse_pipeline("slice,map,fewer,best")
+        Pipeline((p.passes[0], p.passes[2], KeepBest()), labels=("slice", "fewer", "best")).run(g, c, PlanState(
+            assignment=np.zeros(g.num_nodes, np.int64)))
