@@ -17,6 +17,7 @@ refine      ParDNN step 1.3: refinement on the simulated critical chain (`refine
 memory      ParDNN step 2: move units off devices over their memory (`memory`)
 refine-mem  refine after step 2: only moves that keep memory, only when step 2 changed the plan
 fewer       the whole pipeline on the faster half of the devices, its plan a start (`fewer`)
+rerun       the passes before it again at the default effort, its plan a start (`rerun`)
 best        keep the best of the plan and every recorded start (`keep_best`)
 ==========  =====================================================================================
 """
@@ -52,6 +53,7 @@ PASSES: dict[str, PassEntry] = {
                                               "first_share": 0.5},
                             summary="refine within memory, after a pass that changed the plan"),
     "fewer": PassEntry("fewer:Fewer", summary="the whole pipeline on the faster half of the devices, its plan a start"),
+    "rerun": PassEntry("rerun:Rerun", summary="the passes before it again at another effort, its plan a start"),
     "best": PassEntry("keep_best:KeepBest", summary="never worse than any recorded start"),
 }
 

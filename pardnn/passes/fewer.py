@@ -30,7 +30,6 @@ ops, and on clusters of fewer than ``min_devices`` devices.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import time
 from dataclasses import dataclass
@@ -44,9 +43,7 @@ from ..ir import OpGraph
 from ..machine import device_order, simulate, single_device_peak
 from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
-from .keep_best import KeepBest, plan_key
-
-log = logging.getLogger("pardnn.passes.fewer")
+from ._nested import add_start, before_and_best, log_outcome
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -110,16 +107,11 @@ class Fewer:
 
     def inside(self, pipeline: Pipeline, i: int) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
         """This pass as entry ``i`` of ``pipeline``: it runs on the half what that pipeline ran before it (other
-        ``fewer`` entries left out, unless ``recursive``: then this one stays) and the first ``best`` entry
-        after it, with their options."""
-        keep = [j for j in range(i) if self.recursive or not isinstance(pipeline.passes[j], Fewer)]
-        keep += [i] if self.recursive else []
-        best = [j for j in range(i + 1, len(pipeline.passes)) if isinstance(pipeline.passes[j], KeepBest)][:1]
-        inner = Pipeline(tuple(pipeline.passes[j] for j in keep + best), pipeline.verify,
-                         tuple(pipeline.label(j) for j in keep + best),
-                         within=" > ".join(filter(None, (pipeline.within, pipeline.label(i)))))
-        # its plan is a start, which only a best pass weighs: without one the time would be spent for nothing
-        return functools.partial(self._run, inner=inner, skip=None if best else "no best pass after it")
+        passes that run pipelines left out, unless ``recursive``: then this one stays) and the first ``best``
+        entry after it, with their options."""
+        inner, has_best = before_and_best(pipeline, i, lambda p: not hasattr(p, "inside"),
+                                          then=(self,) if self.recursive else ())
+        return functools.partial(self._run, inner=inner, skip=None if has_best else "no best pass after it")
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         from ..pipeline import parse_pipeline
@@ -131,12 +123,7 @@ class Fewer:
              skip: str | None = None) -> PlanState:
         st = state.with_stats(self.name, skipped=skip) if skip else self._place(g, cluster, state, inner)
         figures = st.stats.get(self.name, {})
-        if "skipped" in figures:
-            log.info("%s: skipped: %s", inner.within, figures["skipped"])
-        else:
-            log.info("%s: on %d of %d devices, %.3f ms%s%s", inner.within, figures["devices"], cluster.num_devices,
-                     figures["makespan_us"] / 1000, "" if figures["feasible"] else " (over memory)",
-                     ", the same as a start" if figures.get("same_as_a_start") else ", a start for best")
+        log_outcome(inner.within, figures, f"on {figures.get('devices')} of {cluster.num_devices} devices")
         return st
 
     def _place(self, g: OpGraph, cluster: Cluster, state: PlanState, inner: Pipeline) -> PlanState:
@@ -169,12 +156,6 @@ class Fewer:
         placed, _ = inner.run(g, sub, PlanState())
         dev = keep[placed.assignment].astype(np.int64)
         s = simulate(g, cluster, dev, memory=bounded)
-        key = plan_key(s, bounded)
-        # a plan the ``best`` pass weighs already (the current one or a start); it does not weigh alternatives
-        known = [a for a in (state.assignment, *(d for _, d in state.starts)) if np.array_equal(a, dev)]
         figures = dict(devices=int(keep.size), makespan_us=float(s.makespan_us), feasible=bool(s.feasible),
                        seconds=round(time.perf_counter() - t0, 4))
-        if known:
-            return state.with_stats(self.name, **figures, same_as_a_start=True)
-        return state.replace(starts=(*state.starts, ("fewer", dev)),
-                             start_keys={**state.start_keys, "fewer": (key, dev)}).with_stats(self.name, **figures)
+        return add_start(state, self.name, dev, s, bounded, figures)

@@ -112,7 +112,7 @@ def test_skipped_where_the_plan_already_beats_every_plan_on_the_half():
 
 def test_best_effort_runs_it_and_the_default_does_not():
     from pardnn.partitioner import PardnnOptions, default_spec
-    assert default_spec(PardnnOptions(effort="best")).endswith(",refine-mem{effort=best},fewer,best")
+    assert default_spec(PardnnOptions(effort="best")).endswith(",refine-mem{effort=best},fewer,rerun,best")
     assert "fewer" not in default_spec(PardnnOptions()) and "fewer" not in default_spec(PardnnOptions(effort="fast"))
     # without the best pass the start would be made and never read (the time doubled for nothing)
     assert "fewer" not in default_spec(PardnnOptions(effort="best", seed=False))

@@ -1,0 +1,53 @@
+"""What the passes that run passes of their own share (``fewer``, ``rerun``): the pipeline they run, as their
+pipeline had it before them, and the plan they make, recorded as a start for the ``best`` pass."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import numpy as np
+
+from ..machine import Schedule
+from ..pipeline import Pipeline, PlanState
+from .keep_best import KeepBest, plan_key
+
+log = logging.getLogger("pardnn.passes")
+
+
+def before_and_best(pipeline: Pipeline, i: int, keep: Callable[[Any], bool],
+                    change: Callable[[Any], Any] = lambda p: p, then: tuple[Any, ...] = ()) -> tuple[Pipeline, bool]:
+    """The passes of ``pipeline`` before entry ``i`` that ``keep`` admits, each through ``change``, the passes
+    ``then`` (labelled as entry ``i``), then the first ``best`` entry after ``i``, as a pipeline whose messages name entry ``i`` first ("fewer > refine");
+    and whether there was such a ``best`` entry (a start only it weighs: without one, the nested pipeline
+    would run for nothing)."""
+    before = [j for j in range(i) if keep(pipeline.passes[j])]
+    best = [j for j in range(i + 1, len(pipeline.passes)) if isinstance(pipeline.passes[j], KeepBest)][:1]
+    inner = Pipeline(tuple(change(pipeline.passes[j]) for j in before) + then + tuple(pipeline.passes[j] for j in best),
+                     pipeline.verify,
+                     tuple(pipeline.label(j) for j in before) + (pipeline.label(i),) * len(then)
+                     + tuple(pipeline.label(j) for j in best),
+                     within=" > ".join(filter(None, (pipeline.within, pipeline.label(i)))))
+    return inner, bool(best)
+
+
+def add_start(state: PlanState, pass_name: str, dev: np.ndarray, s: Schedule, bounded: bool,
+              figures: dict) -> PlanState:
+    """``state`` with plan ``dev`` (simulated as ``s``) recorded as the start ``pass_name`` and ``figures`` as
+    the pass's; a plan the ``best`` pass weighs already (the current one or a start: it does not weigh the
+    alternatives) is not recorded twice, and the figures say so."""
+    if any(np.array_equal(a, dev) for a in (state.assignment, *(d for _, d in state.starts))):
+        return state.with_stats(pass_name, **figures, same_as_a_start=True)
+    return state.replace(starts=(*state.starts, (pass_name, dev)),
+                         start_keys={**state.start_keys, pass_name: (plan_key(s, bounded), dev)}
+                         ).with_stats(pass_name, **figures)
+
+
+def log_outcome(within: str, figures: dict, what: str) -> None:
+    """One line for ``pardnn -v``: why the pass skipped, or ``what`` it made and whether it is a new start."""
+    if "skipped" in figures:
+        log.info("%s: skipped: %s", within, figures["skipped"])
+    else:
+        log.info("%s: %s, %.3f ms%s%s", within, what, figures["makespan_us"] / 1000,
+                 "" if figures["feasible"] else " (over memory)",
+                 ", the same as a start" if figures.get("same_as_a_start") else ", a start for best")
