@@ -373,11 +373,22 @@ def _link_dict(link: Link) -> dict[str, Any]:
 
 
 def _num(value: Any, what: str, where: str, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ClusterError(f"{where}: {what} must be a number, got {value!r}")
+    if not _finite(value):
+        raise ClusterError(f"{where}: {what} must be a finite number, got {value!r}")
     if value < 0 or (positive and value == 0):
         raise ClusterError(f"{where}: {what} must be {'positive' if positive else 'non-negative'}, got {value!r}")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite double: an integer of 400 digits, which JSON reads, is not (math.isfinite
+    raised an OverflowError on it, an internal error)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _opt_num(value: Any, what: str, where: str) -> float | None:

@@ -205,3 +205,23 @@ def test_a_placement_for_another_graph_is_used_with_a_warning_and_a_graph_not_na
     (work / "seven.json").write_text(json.dumps({**d, "graph": 7}))
     r = pardnn("simulate", "g.json", "seven.json", cwd=work)
     assert "\"graph\" must be the graph's name" in assert_one_line_error(r, EXIT_INPUT, "seven.json")
+
+
+# ---------------------------------------------------------------------------
+# Round 33: cluster files, pipeline specs, size flags, ONNX models and the API.
+
+_BIG = "9" * 400
+
+
+@pytest.mark.parametrize("field", ["memory_bytes", "speed", "latency_us", "bandwidth_bytes_per_us"])
+def test_a_cluster_number_beyond_a_double_is_bad_input(work, field):
+    """An integer of 400 digits (valid JSON, read as Python's int) was an OverflowError in math.isfinite:
+    exit 1."""
+    device = f',"{field}":{_BIG}' if field in ("memory_bytes", "speed") else ""
+    top = f',"{field}":{_BIG}' if not device else ""
+    (work / "c.json").write_text('{"format":"pardnn.cluster","version":1,"devices":[{"name":"a"' + device
+                                 + '},{"name":"b"}]' + top + '}')
+    before = snapshot(work)
+    r = pardnn("partition", "g.json", "--cluster", "c.json", "-o", "p.json", cwd=work)
+    assert f"{field} must be a finite number" in assert_one_line_error(r, EXIT_INPUT, "c.json")
+    assert snapshot(work) == before
