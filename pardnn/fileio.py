@@ -587,8 +587,8 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> Path:
     content. Returns ``path`` as given.
     """
     shown = p = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
+    if isinstance(data, str):   # a lone surrogate (a name "a\\ud800" from JSON) as its escape: it was an internal error
+        data = data.encode("utf-8", "backslashreplace")
     if _is_gzip(p):
         data = gzip.compress(data, compresslevel=6, mtime=0)
     staged = _STAGED.get()

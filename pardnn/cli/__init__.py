@@ -143,6 +143,18 @@ def _quiet_native_logs(verbose: int) -> None:
                       errors="backslashreplace", closefd=True)
 
 
+def _printable_stdout() -> None:
+    """Let stdout print what UTF-8 cannot encode as stderr does (``errors="backslashreplace"``): a graph or device
+    named with a lone surrogate (``"\\ud800"`` in JSON, which is valid there) made the summary an internal
+    error, after its outputs were written."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="backslashreplace")
+        except (OSError, ValueError):
+            pass
+
+
 def _setup_logging(quiet: bool, verbose: int) -> None:
     level = logging.ERROR if quiet else logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
@@ -206,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     with watching_interrupts(for_good=argv is None):    # run as the program (no argv): it exits next
         _quiet_native_logs(_verbosity(args))
+        _printable_stdout()
         cli.main(args=args, prog_name="pardnn")
 
 

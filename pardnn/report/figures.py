@@ -82,6 +82,27 @@ def png_bytes(fig) -> bytes:
     return buf.getvalue()
 
 
+def _tight_layout(fig) -> None:
+    """``fig.tight_layout()``, every text first made one matplotlib can measure: a graph, device or op type named
+    with a lone surrogate (``"a\\ud800"``, valid JSON) made its font code raise a TypeError (an internal error);
+    such a character is shown as its escape."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    def shown(text):
+        return text.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(text, str) else text
+
+    for t in fig.findobj(Text):
+        if shown(t.get_text()) != t.get_text():
+            t.set_text(shown(t.get_text()))
+    for ax in fig.axes:     # tick labels (device names) are made again when drawn, by their formatter
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if isinstance(fmt, (FixedFormatter, FuncFormatter)):
+                axis.set_major_formatter(FuncFormatter(lambda x, pos, fmt=fmt: shown(fmt(x, pos))))
+    fig.tight_layout()
+
+
 def time_unit(span_us: float) -> tuple[float, str]:
     """``(divisor, unit)`` to show times up to ``span_us`` readably."""
     if span_us >= 1e6:
@@ -255,7 +276,7 @@ def gantt_png(g, cluster, schedule: Schedule, marks: ChainMarks, phase: np.ndarr
     handles.append(Line2D([0], [0], color=CHAIN_COLOR, linewidth=2.2, label="critical chain"))
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), fontsize=8,
               frameon=False)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig), notes
 
 
@@ -321,7 +342,7 @@ def memory_png(cluster, schedule: Schedule, shown: np.ndarray | None = None) -> 
                Line2D([0], [0], color="#777777", linestyle=":", label="persistent (weights, optimizer state)"),
                Line2D([0], [0], marker="v", color="#222222", linestyle="none", label="peak")]
     ax0.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.12), ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig)
 
 
@@ -355,7 +376,7 @@ def comm_png(index: Sequence[int], nbytes: np.ndarray, count: np.ndarray) -> byt
     ax.set_xlabel("to device")
     ax.set_ylabel("from device")
     ax.set_title("bytes (and transfers) from row device to column device", fontsize=9)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig)
 
 
@@ -379,7 +400,7 @@ def measured_png(labels: Sequence[str], predicted_us: Sequence[float | None],
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig)
 
 
@@ -425,7 +446,7 @@ def timelines_png(panels: Sequence[tuple[str, Sequence[Lane]]], colors: Sequence
     handles = [Patch(facecolor=c, label=lab) for c, lab in legend]
     axes[0].legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles), fontsize=8,
                    frameon=False)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig)
 
 
@@ -467,5 +488,5 @@ def plan_png(plan) -> bytes:
         ax.set_xticks(ks)
         ax.grid(alpha=0.3)
     fig.suptitle(f"{plan.graph}: devices, memory and speedup", fontsize=10)
-    fig.tight_layout()
+    _tight_layout(fig)
     return png_bytes(fig)

@@ -225,3 +225,21 @@ def test_a_cluster_number_beyond_a_double_is_bad_input(work, field):
     r = pardnn("partition", "g.json", "--cluster", "c.json", "-o", "p.json", cwd=work)
     assert f"{field} must be a finite number" in assert_one_line_error(r, EXIT_INPUT, "c.json")
     assert snapshot(work) == before
+
+
+def test_a_graph_or_device_named_with_a_lone_surrogate_is_printed_and_reported_escaped(work):
+    """"\\ud800" is valid JSON and a name may hold it (a JSON placement writes it escaped), but the summary on
+    stdout was a UnicodeEncodeError after the placement was written (exit 1, an output left), and the HTML
+    report a TypeError in matplotlib's font code (a message of several lines)."""
+    (work / "s.json").write_text('{"format":"pardnn.graph","version":1,"name":"s\\ud800","nodes":[{"name":"a",'
+                                 '"time_us":1},{"name":"b","time_us":1}],"edges":[]}')
+    (work / "c.json").write_text('{"format":"pardnn.cluster","version":1,"devices":[{"name":"d\\ud800"},'
+                                 '{"name":"e"}]}')
+    r = pardnn("partition", "s.json", "--cluster", "c.json", "-o", "p.json", "--report", "r.html", cwd=work)
+    assert r.returncode == 0, r.stderr
+    assert "s\\ud800: 2 ops on 2 devices" in r.stdout and "d\\ud800" in r.stdout
+    assert "d\\ud800" in (work / "r.html").read_text()
+    r = pardnn("info", "s.json", cwd=work)
+    assert r.returncode == 0 and "s\\ud800" in r.stdout, r.stderr
+    r = pardnn("plan", "s.json", "-k", "1,2", "-o", "plan.html", cwd=work)
+    assert r.returncode == 0, r.stderr
