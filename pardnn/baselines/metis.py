@@ -47,6 +47,9 @@ from .mtopo import static_memory
 _WEIGHT_TOTAL = 1 << 24
 """Integer scale of each vertex-weight constraint's total (METIS takes integers)."""
 _EDGE_TOTAL = 1 << 30
+_MAX_LATENCY_BYTES = 1e250
+"""The most bytes a latency is worth in an edge's weight: a sum over any graph's edges stays a finite double,
+and a tensor's bytes (below 2**63) are nothing beside it."""
 
 
 def _pymetis():
@@ -63,6 +66,9 @@ def unit_graph(g: OpGraph, cluster: Cluster) -> sparse.csr_matrix:
     ua, ub = g.unit[g.edge_src], g.unit[g.edge_dst]
     keep = ua != ub
     latency_bytes = cluster.mean_latency / cluster.mean_inv_bandwidth if cluster.mean_inv_bandwidth > 0 else 0.0
+    # at most 1e250: beyond a double (a bandwidth of 1e308 B/us), the weights were inf / inf = NaN, cast to
+    # integers as garbage with a RuntimeWarning on stderr; so large, every edge weighs its latency alone as before
+    latency_bytes = min(latency_bytes, _MAX_LATENCY_BYTES)
     w = np.where(g.edge_control, 0, g.edge_bytes)[keep].astype(np.float64) + latency_bytes
     rows = np.concatenate([ua[keep], ub[keep]])
     cols = np.concatenate([ub[keep], ua[keep]])

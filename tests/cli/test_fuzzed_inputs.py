@@ -243,3 +243,15 @@ def test_a_graph_or_device_named_with_a_lone_surrogate_is_printed_and_reported_e
     assert r.returncode == 0 and "s\\ud800" in r.stdout, r.stderr
     r = pardnn("plan", "s.json", "-k", "1,2", "-o", "plan.html", cwd=work)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_bandwidth_near_the_largest_double_weighs_edges_without_nan(work):
+    """A latency's worth of bytes at 1e308 B/us is beyond a double: METIS's edge weights were inf / inf = NaN,
+    cast to integers as garbage, with numpy's RuntimeWarnings on stderr."""
+    (work / "c.json").write_text(json.dumps({"format": "pardnn.cluster", "version": 1, "devices": [
+        {"name": "a"}, {"name": "b"}], "bandwidth_bytes_per_us": 1e308}))
+    (work / "six.json").write_text(graph_json([{"name": f"n{i}", "time_us": 10 + i, "output_bytes": 1000 * (i + 1)}
+                                               for i in range(6)], [(f"n{i}", f"n{i + 1}") for i in range(5)]))
+    for method in ("pardnn", "metis"):
+        r = pardnn("partition", "six.json", "--cluster", "c.json", "--method", method, "-o", "p.json", cwd=work)
+        assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
