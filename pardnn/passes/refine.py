@@ -616,7 +616,9 @@ class Refine:
         budget = self.max_evals
         first = None     # the start's schedule with memory, when the budget needed it; the search reuses it
         if budget is None:
-            floor = int(round(effort.floor * self.floor_share)) if self.min_evals is None else self.min_evals
+            # (at most MAX_EVALS: floor_share=1e308 made it inf, an OverflowError in int)
+            floor = int(round(min(effort.floor * self.floor_share, MAX_EVALS))) if self.min_evals is None \
+                else self.min_evals
             # after step 2 (respect_memory True) the memory-aware refinement's figures
             work, ceiling, boost, mid, extra = (
                 (effort.mem_work, effort.mem_ceiling, effort.mem_boost, effort.mem_mid_boost, 1.0)
@@ -633,7 +635,7 @@ class Refine:
                 first = simulate(g, cluster, state.assignment, memory=True)
                 if not first.feasible:
                     # step 2 will rewrite the plan: a smaller floor, and no extra time for its step
-                    floor = min(floor, int(round(effort.floor * self.overflow_share)))
+                    floor = min(floor, int(round(min(effort.floor * self.overflow_share, MAX_EVALS))))
                     budget = default_budget(g, floor=floor, boost=boost, work=work, ceiling=ceiling)
         # successive halving: a share of the budget split among the starts, the rest for the best of them;
         # half of it when the plan breaks a memory limit (step 2 rewrites it: the starts' diversity counts more)

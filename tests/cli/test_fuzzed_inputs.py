@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from pardnn.errors import EXIT_INPUT, EXIT_OUTPUT
+from pardnn.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_OUTPUT
 
+from ..conftest import SAMPLES
 from .test_errors import assert_one_line_error, graph_json, pardnn, snapshot
 
 
@@ -255,3 +256,12 @@ def test_a_bandwidth_near_the_largest_double_weighs_edges_without_nan(work):
     for method in ("pardnn", "metis"):
         r = pardnn("partition", "six.json", "--cluster", "c.json", "--method", method, "-o", "p.json", cwd=work)
         assert r.returncode == 0 and "Warning" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("option", ["floor_share", "overflow_share"])
+def test_a_huge_refine_share_is_a_budget_not_an_overflow(work, option):
+    """refine{floor_share=1e308} made the budget's floor inf: an OverflowError in int (exit 1); overflow_share
+    the same where the plan breaks a memory limit (resnet14 at 16 MiB)."""
+    r = pardnn("partition", SAMPLES / "tf_resnet14.json.gz", "-k", "2", "-m", "16MiB", "--no-capacity-search",
+               "--pipeline", f"slice,map,refine{{{option}=1e308}}", "-o", "p.json", cwd=work)
+    assert "found no placement within memory" in assert_one_line_error(r, EXIT_INFEASIBLE)
