@@ -93,6 +93,8 @@ class Pass(Protocol):
     name: ClassVar[str]
     requires: ClassVar[tuple[str, ...]]
     """`PlanState` fields that must be set before the pass runs (e.g. ``("assignment",)``)."""
+    # optional: ``makes``, the fields a pass sets from nothing (slice: paths, map: the assignment), which
+    # `order_problem` reads
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState: ...
 
@@ -231,6 +233,24 @@ class Pipeline:
                      f"  makespan {state.makespan_us / 1000:.3f} ms" if state.makespan_us is not None else "")
             done.append(label)
         return state, timings
+
+
+def order_problem(pipeline: Pipeline) -> str | None:
+    """Why ``pipeline`` cannot place from an empty plan (as `pardnn.partitioner.run` starts), or None: a pass
+    whose ``requires`` no pass before it ``makes``, or no pass that makes the assignment. The command line
+    refuses it when it reads ``--pipeline`` (exit 2); run, ``refine`` alone was a `PassError` (exit 1, "a
+    bug") and ``slice`` alone an invalid placement of shape () (exit 3)."""
+    made: set[str] = set()
+    for i, p in enumerate(pipeline.passes):
+        missing = [f for f in getattr(p, "requires", ()) if f not in made]
+        if missing:
+            before = ", ".join(pipeline.label(j) for j in range(i)) or "it comes first"
+            return (f"pass {pipeline.label(i)!r} needs {' and '.join(missing)} in the plan, which no pass before "
+                    f"it makes ({before}); start with slice,map")
+        made.update(getattr(p, "makes", ()))
+    if "assignment" not in made:
+        return "the pipeline makes no assignment: slice,map must come first"
+    return None
 
 
 def _filed_under(stats: dict, name: str, label: str, prior: Any) -> dict:

@@ -75,10 +75,14 @@ def _check_pipeline(spec: str | None) -> str | None:
         return None
     from ..pipeline import parse_pipeline
 
+    from ..pipeline import order_problem
+
     try:
-        parse_pipeline(spec)
+        problem = order_problem(parse_pipeline(spec))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--pipeline") from None
+    if problem:
+        raise click.BadParameter(problem, param_hint="--pipeline")
     return spec
 
 

@@ -104,6 +104,7 @@ def check_comm_weight(w: object, what: str = "comm_weight") -> None:
 class Map:
     name: ClassVar[str] = "map"
     requires: ClassVar[tuple[str, ...]] = ("paths",)
+    makes: ClassVar[tuple[str, ...]] = ("assignment",)
     comm_weight: float = 1.0
     """Weight of the communication a cluster would incur on a device, next to that device's load."""
     merge_factor: float = 1.0

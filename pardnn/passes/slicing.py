@@ -43,6 +43,7 @@ from ._kernels import slice_paths
 class Slice:
     name: ClassVar[str] = "slice"
     requires: ClassVar[tuple[str, ...]] = ()
+    makes: ClassVar[tuple[str, ...]] = ("paths",)
 
     def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
         cm = CostModel.build(g, cluster)

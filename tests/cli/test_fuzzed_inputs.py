@@ -265,3 +265,18 @@ def test_a_huge_refine_share_is_a_budget_not_an_overflow(work, option):
     r = pardnn("partition", SAMPLES / "tf_resnet14.json.gz", "-k", "2", "-m", "16MiB", "--no-capacity-search",
                "--pipeline", f"slice,map,refine{{{option}=1e308}}", "-o", "p.json", cwd=work)
     assert "found no placement within memory" in assert_one_line_error(r, EXIT_INFEASIBLE)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("refine", "pass 'refine' needs assignment in the plan, which no pass before it makes (it comes first)"),
+    ("best,slice,map", "pass 'best' needs assignment"),
+    ("map", "pass 'map' needs paths"),
+    ("slice", "the pipeline makes no assignment"),
+    ("slice{},slice", "the pipeline makes no assignment")])
+def test_a_pipeline_in_the_wrong_order_is_a_usage_error_before_the_work(work, spec, message):
+    """'refine' alone ran and failed as a PassError (exit 1, "a bug"), 'slice' alone as an invalid placement
+    of shape () (exit 3): docs/partitioner.md says a spec is checked when read, exit 2."""
+    before = snapshot(work)
+    r = pardnn("partition", "g.json", "-k", "2", "--pipeline", spec, "-o", "p.json", cwd=work)
+    assert r.returncode == 2 and message in r.stderr and "Invalid value for --pipeline" in r.stderr, r.stderr
+    assert snapshot(work) == before
