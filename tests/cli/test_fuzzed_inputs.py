@@ -280,3 +280,11 @@ def test_a_pipeline_in_the_wrong_order_is_a_usage_error_before_the_work(work, sp
     r = pardnn("partition", "g.json", "-k", "2", "--pipeline", spec, "-o", "p.json", cwd=work)
     assert r.returncode == 2 and message in r.stderr and "Invalid value for --pipeline" in r.stderr, r.stderr
     assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("counts", ["1..100000000", "1.." + "9" * 400])
+def test_a_device_count_range_past_the_limit_is_refused_before_it_is_listed(work, counts):
+    """plan -k 1..100000000 built the list of 1e8 counts (14 s, 4 GB) before refusing it; 400 digits was an
+    OverflowError in list(range(...)), exit 1."""
+    r = pardnn("plan", "g.json", "-k", counts, cwd=work, timeout=10)
+    assert r.returncode == 2 and "devices is more than the 4096 available" in r.stderr, r.stderr
