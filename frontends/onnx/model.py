@@ -44,7 +44,7 @@ from pardnn.errors import InputError
 from ..common import one_line
 from .dims import fix_dims, resolve_dims, sizes_a_batch
 from .runtime import measure_shapes
-from .shapes import TensorInfo, infer_tensors
+from .shapes import TensorInfo, element_size, infer_tensors
 from .training_ops import ORT_STANDARD_DOMAIN_OPS, STATE_UPDATE_OPS
 
 _GRAD_BUFFER_SUFFIX = "_grad.accumulation.buffer"
@@ -144,10 +144,43 @@ def _check_external_data(m: onnx.ModelProto, p: Path) -> None:
         if not f.is_file():
             raise InputError(f"{p}: initializer {t.name!r} needs external data file {loc!r}, which is missing "
                              f"(looked in {base})")
-        need = int(info.get("offset", 0)) + int(info.get("length", 0) or 0)
+        offset, length = (_external_count(p, t.name, info, key) for key in ("offset", "length"))
+        if length is None:      # as far as the tensor's own bytes go (a 10-byte file for 512 was taken)
+            length = _packed_bytes(t)
+        need = (offset or 0) + (length or 0)
         if need > f.stat().st_size:
             raise InputError(f"{p}: external data file {loc!r} is {f.stat().st_size} bytes, but initializer "
                              f"{t.name!r} needs {need}: truncated?")
+
+
+def _external_count(p: Path, name: str, info: Mapping[str, str], key: str) -> int | None:
+    """External data's ``offset`` or ``length``: a whole number of bytes, 0 or more (None when not given);
+    ``length: "abc"`` was a ValueError (exit 1) and ``offset: "-5"`` was taken."""
+    text = info.get(key)
+    if text is None or text == "":
+        return None
+    t = text.strip()
+    if not (t.isascii() and t.isdigit()):
+        raise InputError(f"{p}: initializer {name!r}: external data {key} must be a whole number of bytes, "
+                         f"got {text!r}")
+    return int(t)
+
+
+_WHOLE_BYTE_TYPES = frozenset(getattr(TensorProto, n) for n in (
+    "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64",
+    "COMPLEX64", "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+    if hasattr(TensorProto, n))
+"""Element types stored a whole number of bytes per element (not strings, nor 4- and 2-bit types, packed)."""
+
+
+def _packed_bytes(t: TensorProto) -> int | None:
+    """The bytes a tensor's data takes in an external file, where its type says (None: not known)."""
+    if t.data_type not in _WHOLE_BYTE_TYPES:
+        return None
+    n = 1
+    for d in t.dims:
+        n *= max(int(d), 0)
+    return n * element_size(t.data_type)
 
 
 def _all_tensors(m: onnx.ModelProto):

@@ -288,3 +288,42 @@ def test_a_device_count_range_past_the_limit_is_refused_before_it_is_listed(work
     OverflowError in list(range(...)), exit 1."""
     r = pardnn("plan", "g.json", "-k", counts, cwd=work, timeout=10)
     assert r.returncode == 2 and "devices is more than the 4096 available" in r.stderr, r.stderr
+
+
+def _mlp_with_external_weight(work, **external: str):
+    """A one-MatMul ONNX model whose 8x16 float weight (512 bytes) lies in w.bin, with these external_data
+    entries beside its location."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("W", TensorProto.FLOAT, [8, 16], [0.0] * 128)
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": "w.bin", **external}.items():
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    (work / "m.onnx").write_bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("external, size, message", [
+    ({"length": "abc"}, 512, "external data length must be a whole number of bytes, got 'abc'"),
+    ({"offset": "-5"}, 512, "external data offset must be a whole number of bytes, got '-5'"),
+    ({}, 10, "external data file 'w.bin' is 10 bytes, but initializer 'W' needs 512: truncated?"),
+    ({"offset": "8"}, 512, "is 512 bytes, but initializer 'W' needs 520")])
+def test_onnx_external_data_past_its_file_or_not_a_count_is_bad_input(work, external, size, message):
+    """A length of 'abc' was a ValueError (exit 1); an offset of -5 and a file too short for the tensor when
+    no length is given were taken (docs/onnx.md: a truncated file is an error naming it)."""
+    _mlp_with_external_weight(work, **external)
+    (work / "w.bin").write_bytes(b"\0" * size)
+    before = snapshot(work)
+    r = pardnn("partition", "m.onnx", "-k", "2", "-o", "p.json", cwd=work)
+    assert message in assert_one_line_error(r, EXIT_INPUT, "m.onnx")
+    assert snapshot(work) == before
+    (work / "w.bin").write_bytes(b"\0" * 1024)
+    assert pardnn("partition", "m.onnx", "-k", "2", "-o", "p.json", cwd=work).returncode == (
+        3 if "whole number" in message else 0)
