@@ -109,8 +109,20 @@ class Cluster:
     def __post_init__(self):
         if not self.devices:
             raise ClusterError("a cluster needs at least one device")
+        if isinstance(self.devices, (str, bytes)) or not all(isinstance(d, Device) for d in self.devices):
+            raise ClusterError("a cluster's devices must be Device objects (Cluster.homogeneous(k) makes k), got "
+                               f"{self.devices!r:.80}")     # ('ab' was AttributeError: 'str' has no 'name')
         if len(self.devices) > MAX_DEVICES:
             raise ClusterError(f"a cluster may have at most {MAX_DEVICES} devices, got {len(self.devices)}")
+        for name in ("latency_us", "bandwidth_bytes_per_us", "transfer_cpu_us", "transfer_cpu_bytes_per_us"):
+            v = getattr(self, name)
+            if v is not None and not (is_number(v) and (_finite(v) or v == math.inf or v != v)):
+                # an integer of 400 digits was an OverflowError (the checks below compare floats)
+                raise ClusterError(f"{name} must be a number of at most a double's range, got {v!r:.40}")
+        if self.links is not None and (isinstance(self.links, (str, bytes)) or not all(
+                not isinstance(row, (str, bytes)) and all(c is None or isinstance(c, Link) for c in row)
+                for row in self.links)):
+            raise ClusterError("links must be a K x K matrix of Link objects or None")
         if not (self.latency_us >= 0 and math.isfinite(self.latency_us)):
             raise ClusterError(f"latency_us must be a non-negative number, got {self.latency_us}")
         if not (0 < self.bandwidth_bytes_per_us < math.inf):    # (inf was saved as Infinity, which no file reads)
@@ -138,11 +150,14 @@ class Cluster:
             if endless:
                 raise ClusterError(f"{what} must be finite, got {endless[0]:g}")
         names = [d.name for d in self.devices]
+        for i, n in enumerate(names):   # as a cluster file's: a Cluster saved with Device(None) did not load
+            if not isinstance(n, str) or not n:
+                raise ClusterError(f"device {i}: name must be a non-empty string, got {n!r}")
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise ClusterError(f"device name {dup!r} appears twice")
         for d in self.devices:
-            if not (is_number(d.speed) and d.speed > 0 and math.isfinite(d.speed)):
+            if not (is_number(d.speed) and d.speed > 0 and _finite(d.speed)):
                 raise ClusterError(f"device {d.name!r}: speed must be a positive number, got {d.speed}")
             if not SPEED_RANGE[0] <= d.speed <= SPEED_RANGE[1]:
                 raise ClusterError(f"device {d.name!r}: speed must be from {SPEED_RANGE[0]:g} to "
@@ -151,6 +166,9 @@ class Cluster:
             if m is not None and (not is_number(m) or not m >= 0):   # not >=: NaN, which was no limit at all
                 raise ClusterError(f"device {d.name!r}: memory_bytes must be a non-negative number of bytes or "
                                    f"None (unlimited), got {m!r}")
+            if m is not None and m != math.inf and not _finite(m):    # 10**400: an OverflowError as a capacity
+                raise ClusterError(f"device {d.name!r}: memory_bytes must be within a double's range, got "
+                                   f"{m!r:.40}")
         if self.links is not None:
             K = len(self.devices)
             if len(self.links) != K or any(len(row) != K for row in self.links):
@@ -181,12 +199,16 @@ class Cluster:
         """The same cluster with new capacities (one for all, or one per device)."""
         one = memory_bytes is None or isinstance(memory_bytes, (int, float, np.number, str))
         mem = [memory_bytes] * self.num_devices if one else list(memory_bytes)
+        if len(mem) != self.num_devices:    # zip dropped the devices past a short list without a word
+            raise ClusterError(f"with_memory: {len(mem)} capacities for {self.num_devices} devices")
         # whole bytes; inf (unlimited) and what is no count go to the checks as they are (int(inf) raised)
-        mem = [int(round(m)) if is_number(m) and math.isfinite(m) else m for m in mem]    # (1.5 is 2, as a file's)
+        mem = [int(round(m)) if is_number(m) and _finite(m) else m for m in mem]    # (1.5 is 2, as a file's)
         devs = tuple(Device(d.name, m, d.speed) for d, m in zip(self.devices, mem))
         return dataclasses.replace(self, devices=devs)
 
     def renamed(self, names: Sequence[str]) -> "Cluster":
+        if isinstance(names, str) or len(names) != self.num_devices:     # zip dropped devices, as with_memory did
+            raise ClusterError(f"renamed: {len(names)} names for {self.num_devices} devices")
         devs = tuple(Device(n, d.memory_bytes, d.speed) for d, n in zip(self.devices, names))
         return dataclasses.replace(self, devices=devs)
 

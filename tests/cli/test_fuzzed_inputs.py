@@ -327,3 +327,29 @@ def test_onnx_external_data_past_its_file_or_not_a_count_is_bad_input(work, exte
     (work / "w.bin").write_bytes(b"\0" * 1024)
     assert pardnn("partition", "m.onnx", "-k", "2", "-o", "p.json", cwd=work).returncode == (
         3 if "whole number" in message else 0)
+
+
+def test_a_cluster_made_in_python_is_checked_as_a_file_is():
+    """Device(None) made a cluster that saved and did not load; devices that are no Device, links that are no
+    Link and a number beyond a double (10**400) were AttributeErrors and OverflowErrors deep inside;
+    with_memory and renamed with a short list dropped the devices past it without a word."""
+    from pardnn.cluster import Cluster, Device, Link
+    from pardnn.errors import ClusterError
+
+    two = Cluster.homogeneous(2)
+    for make, message in [
+            (lambda: Cluster((Device(None),)), "name must be a non-empty string, got None"),
+            (lambda: Cluster((Device(""), Device("b"))), "name must be a non-empty string, got ''"),
+            (lambda: Cluster("ab"), "devices must be Device objects"),
+            (lambda: Cluster((Device("a"), Device("b")), links=((None, 5), (None, None))), "Link objects"),
+            (lambda: Cluster.homogeneous(2, memory_bytes=10**400), "memory_bytes must be within a double's range"),
+            (lambda: Cluster.homogeneous(2, speed=10**400), "speed must be a positive number"),
+            (lambda: Cluster.homogeneous(2, latency_us=10**400), "latency_us must be a number"),
+            (lambda: Cluster.homogeneous(2, bandwidth_bytes_per_us=10**400), "bandwidth_bytes_per_us must be"),
+            (lambda: two.with_memory([1]), "with_memory: 1 capacities for 2 devices"),
+            (lambda: two.with_memory(10**400), "within a double's range"),
+            (lambda: two.renamed(["a"]), "renamed: 1 names for 2 devices")]:
+        with pytest.raises(ClusterError, match=message):
+            make()
+    assert Cluster((Device("a"), Device("b")), links=((None, Link(1.0, 2.0)), (None, None))).num_devices == 2
+    assert two.with_memory([1, 2]).capacity.tolist() == [1.0, 2.0]
