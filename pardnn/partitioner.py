@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .cluster import Cluster
 from .ir import OpGraph
-from .pipeline import PassTiming, Pipeline, PlanState, parse_pipeline, spec_entry
+from .pipeline import PassTiming, Pipeline, PlanState, order_problem, parse_pipeline, spec_entry
 from .placement import Placement
 from .progress import Progress
 
@@ -97,8 +97,13 @@ def default_spec(options: PardnnOptions | None = None) -> str:
 
 
 def default_pipeline(options: PardnnOptions | None = None) -> Pipeline:
-    """The pipeline the options describe."""
-    return parse_pipeline(default_spec(options))
+    """The pipeline the options describe; a ValueError where it cannot place from an empty plan
+    (`pardnn.pipeline.order_problem`: ``pipeline="slice"`` was a PlacementError of shape ())."""
+    pipeline = parse_pipeline(default_spec(options))
+    problem = order_problem(pipeline)
+    if problem:
+        raise ValueError(problem)
+    return pipeline
 
 
 def run(g: OpGraph, cluster: Cluster, options: PardnnOptions | None = None, *,

@@ -353,3 +353,19 @@ def test_a_cluster_made_in_python_is_checked_as_a_file_is():
             make()
     assert Cluster((Device("a"), Device("b")), links=((None, Link(1.0, 2.0)), (None, None))).num_devices == 2
     assert two.with_memory([1, 2]).capacity.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("spec", ["slice", "refine", "best,slice,map"])
+def test_a_pipeline_in_the_wrong_order_from_python_is_a_value_error(spec):
+    """partition(options=PardnnOptions(pipeline="slice")) was a PlacementError ("got shape ()"), "refine" a
+    PassError (exit 1's class): the ValueError a spec's other mistakes raise."""
+    from pardnn import Cluster, partition
+    from pardnn.ir import GraphBuilder
+    from pardnn.partitioner import PardnnOptions
+
+    b = GraphBuilder("two")
+    b.add_node("a", time_us=1, output_bytes=4)
+    b.add_node("b", time_us=1)
+    b.add_edge("a", "b")
+    with pytest.raises(ValueError, match="slice,map"):
+        partition(b.build(), Cluster.homogeneous(2), options=PardnnOptions(pipeline=spec))
