@@ -567,11 +567,26 @@ class GraphBuilder:
             return int(ref)
         raise GraphError(self._where(f"edge {src!r} -> {dst!r}: unknown {role} node {ref!r}"))
 
+    def _known(self, name: str) -> int:
+        vid = self._index.get(name) if isinstance(name, str) else None
+        if vid is None:     # (a bare KeyError)
+            raise GraphError(self._where(f"unknown node {name!r}"))
+        return vid
+
     def set_colocation(self, name: str, group: str | None) -> None:
-        self._coloc[self._index[name]] = group
+        """As `add_node`'s ``colocation``, checked alike (a group of 5 saved a graph that did not load)."""
+        vid = self._known(name)
+        if group is not None and not isinstance(group, str):
+            raise GraphError(self._where(f"node {name!r}: colocation must be a group name or null, got {group!r}"))
+        self._coloc[vid] = group
 
     def set_pinned(self, name: str, device: int | None) -> None:
-        self._pinned[self._index[name]] = -1 if device is None else device
+        """As `add_node`'s ``pinned``, checked alike (-7 was kept as a pin)."""
+        vid = self._known(name)
+        if device is not None and (not is_whole(device) or device < 0 or device > MAX_PIN):
+            raise GraphError(self._where(f"node {name!r}: pinned must be a device index (0 .. {MAX_PIN}) or null, "
+                                         f"got {device!r}"))
+        self._pinned[vid] = -1 if device is None else int(device)
 
     def build(self, *, verify: bool = True) -> OpGraph:
         n_listed = np.fromiter(map(len, self._outputs), dtype=np.int64, count=len(self._outputs))

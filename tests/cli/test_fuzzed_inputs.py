@@ -369,3 +369,24 @@ def test_a_pipeline_in_the_wrong_order_from_python_is_a_value_error(spec):
     b.add_edge("a", "b")
     with pytest.raises(ValueError, match="slice,map"):
         partition(b.build(), Cluster.homogeneous(2), options=PardnnOptions(pipeline=spec))
+
+
+def test_graph_builder_setters_check_as_add_node_does():
+    """set_pinned(-7) was kept as a pin and set_colocation(5) saved a graph that did not load; an unknown
+    node was a bare KeyError."""
+    from pardnn.errors import GraphError
+    from pardnn.ir import GraphBuilder
+
+    b = GraphBuilder("x")
+    b.add_node("a")
+    for call, message in [(lambda: b.set_pinned("a", -7), "pinned must be a device index"),
+                          (lambda: b.set_pinned("a", 1.5), "pinned must be a device index"),
+                          (lambda: b.set_colocation("a", 5), "colocation must be a group name or null"),
+                          (lambda: b.set_pinned("zz", 1), "unknown node 'zz'"),
+                          (lambda: b.set_colocation("zz", "g"), "unknown node 'zz'")]:
+        with pytest.raises(GraphError, match=message):
+            call()
+    b.set_pinned("a", 3)
+    b.set_colocation("a", "g")
+    g = b.build()
+    assert g.pinned.tolist() == [3]
