@@ -339,6 +339,8 @@ def parse_pipeline(spec: str) -> Pipeline:
                 key = key.strip().replace("-", "_")
                 if not eq or key not in known:
                     raise ValueError(f"pass {name!r} has no option {key!r}; its options: {', '.join(sorted(known))}")
+                if key in options:      # the last one would win without a word
+                    raise ValueError(f"pass {name!r}: option {key!r} is given twice")
                 options[key] = _parse_value(value)
                 kinds = set(re.findall(r"\w+", str(known[key].type)))
                 if isinstance(options[key], str) and kinds and kinds <= {"int", "float", "bool", "None"}:

@@ -84,6 +84,7 @@ def test_the_default_spec_is_the_default_pipeline_and_round_trips():
     ("refine{kicks=maybe}", r"pass 'refine': option 'kicks' takes bool, got 'maybe'"),
     ("refine{max_evals=3", r"unbalanced '\{'"),
     ("slice,,map", r"empty pass name"),
+    ("refine{max_evals=4,max-evals=10}", r"pass 'refine': option 'max_evals' is given twice"),     # the last won
     # option values the pass itself rejects, found before anything runs
     ("seed{schedulers=heft+sjf}", r"seed: unknown scheduler 'sjf'; known: heft, etf"),
     ("seed{contention=maybe}", r"seed: contention must be true, false or both, got 'maybe'"),
