@@ -8,7 +8,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..machine import Schedule
+from ..bounds import makespan_lower_bound
+from ..cluster import Cluster
+from ..ir import OpGraph
+from ..machine import Schedule, simulate
 from ..pipeline import Pipeline, PlanState
 from .keep_best import KeepBest, plan_key
 
@@ -29,6 +32,16 @@ def before_and_best(pipeline: Pipeline, i: int, keep: Callable[[Any], bool],
                      + tuple(pipeline.label(j) for j in best),
                      within=" > ".join(filter(None, (pipeline.within, pipeline.label(i)))))
     return inner, bool(best)
+
+
+def bound_met(g: OpGraph, cluster: Cluster, state: PlanState, on: Cluster) -> float | None:
+    """The sound lower bound on cluster ``on`` (`pardnn.bounds.makespan_lower_bound`) where the plan so far
+    fits ``cluster`` and is no longer than it, so no plan on ``on`` can beat it; else None."""
+    if state.assignment is None:
+        return None
+    now = simulate(g, cluster, state.assignment, memory=bool(np.isfinite(cluster.capacity).any()))
+    bound = makespan_lower_bound(g, on).value_us
+    return bound if now.feasible and now.makespan_us <= bound else None
 
 
 def add_start(state: PlanState, pass_name: str, dev: np.ndarray, s: Schedule, bounded: bool,

@@ -37,13 +37,12 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
-from ..bounds import makespan_lower_bound
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import device_order, simulate, single_device_peak
 from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
-from ._nested import add_start, before_and_best, log_outcome
+from ._nested import add_start, before_and_best, bound_met, log_outcome
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -146,12 +145,10 @@ class Fewer:
         bounded = bool(np.isfinite(cluster.capacity).any())
         if bounded and float(sub.capacity.sum()) < single_device_peak(g):
             return state.with_stats(self.name, skipped=f"{keep.size} devices hold less than the step's peak on one")
-        if state.assignment is not None:
-            now = simulate(g, cluster, state.assignment, memory=bounded)
-            bound = makespan_lower_bound(g, sub).value_us
-            if now.feasible and now.makespan_us <= bound:
-                return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
-                                        f"{keep.size} devices ({bound:.1f} us)")
+        bound = bound_met(g, cluster, state, sub)
+        if bound is not None:
+            return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
+                                    f"{keep.size} devices ({bound:.1f} us)")
         t0 = time.perf_counter()
         placed, _ = inner.run(g, sub, PlanState())
         dev = keep[placed.assignment].astype(np.int64)

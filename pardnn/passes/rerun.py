@@ -30,12 +30,11 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from ..bounds import makespan_lower_bound
 from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import Pipeline, PlanState, check_pass_options
-from ._nested import add_start, before_and_best, log_outcome
+from ._nested import add_start, before_and_best, bound_met, log_outcome
 
 
 @dataclass(frozen=True)
@@ -87,12 +86,9 @@ class Rerun:
         if g.num_nodes == 0:
             return state.with_stats(self.name, skipped="no ops")
         bounded = bool(np.isfinite(cluster.capacity).any())
-        if state.assignment is not None:
-            now = simulate(g, cluster, state.assignment, memory=bounded)
-            bound = makespan_lower_bound(g, cluster).value_us
-            if now.feasible and now.makespan_us <= bound:
-                return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound "
-                                        f"({bound:.1f} us)")
+        bound = bound_met(g, cluster, state, cluster)
+        if bound is not None:
+            return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound ({bound:.1f} us)")
         t0 = time.perf_counter()
         placed, _ = inner.run(g, cluster, PlanState())
         dev = placed.assignment.astype(np.int64)
