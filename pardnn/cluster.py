@@ -60,9 +60,10 @@ class Link:
 
 
 def named_as(cluster: "Cluster", names: Sequence[str]) -> "Cluster":
-    """``cluster`` with its first ``len(names)`` devices named ``names`` (the rest keep theirs); unchanged where
-    that would name two devices the same."""
-    full = tuple(names) + cluster.names[len(names):]
+    """``cluster`` with its first ``len(names)`` devices named ``names`` (the rest keep theirs; names beyond its
+    devices are left for the caller's check that the plan fits the cluster); unchanged where that would name
+    two devices the same."""
+    full = tuple(names[:cluster.num_devices]) + cluster.names[len(names):]
     return cluster if len(set(full)) != len(full) else cluster.renamed(full)
 
 

@@ -123,8 +123,8 @@ def _echo_timings(time_passes: bool, timings: list) -> None:
                    "faster, more may place better. 0 skips refinement.")
 @click.option("--effort", type=click.Choice(["fast", "default", "best"]), default="default", show_default=True,
               help="How hard the refinement searches: fast (a tenth of the simulations, no restarts), default, "
-                   "or best (the most simulations, and a placement on half the devices as a start; slowest). "
-                   "Each is deterministic.")
+                   "or best (the most simulations, with a placement on half the devices and the default effort's "
+                   "as starts, so never worse than default; slowest). Each is deterministic.")
 @click.option("--pipeline", "pipeline_spec", metavar="SPEC", callback=lambda c, p, v: _check_pipeline(v),
               help="The pardnn method's passes, e.g. \"slice,map,refine{max_evals=400}\" (default: "
                    "slice,map,seed,refine,memory,refine-mem,best; see docs/partitioner.md). Replaces --memory-heuristic "
