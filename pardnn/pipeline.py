@@ -202,7 +202,7 @@ class Pipeline:
                                 f"made ({', '.join(done) or 'it runs first'})")
             try:
                 before, prior = state.assignment, state.stats.get(p.name)
-                if prior is not None and label != p.name:   # a second entry of a pass starts its figures afresh
+                if prior is not None:   # a second entry of a pass starts its figures afresh (its own label or not)
                     state = state.replace(stats={k: v for k, v in state.stats.items() if k != p.name})
                 run_pass = p.inside(self, i) if hasattr(p, "inside") else p
                 with progress.stage(f"pass {shown}", log_time=False):   # logged below, with the makespan
@@ -215,13 +215,17 @@ class Pipeline:
             except InfeasibleError:
                 raise
             except MemoryError:
-                raise OutOfMemory(f"out of memory in pass {shown!r} on {g.num_nodes:,} nodes and "
+                oom = OutOfMemory(f"out of memory in pass {shown!r} on {g.num_nodes:,} nodes and "
                                   f"{g.num_edges:,} edges, {cluster.num_devices} devices"
-                                  + (f" (after {', '.join(done)})" if done else "")) from None
+                                  + (f" (after {', '.join(done)})" if done else ""))
+                oom.in_pass = shown
+                raise oom from None
             except PardnnError as exc:
-                if isinstance(exc, PassError):
-                    raise
-                raise type(exc)(f"{exc} (in pass {shown!r})") from exc
+                if isinstance(exc, PassError) or getattr(exc, "in_pass", None):
+                    raise     # named already, by a nested pipeline ('fewer > refine'): not again as 'fewer'
+                named = type(exc)(f"{exc} (in pass {shown!r})")
+                named.__dict__.update(exc.__dict__, in_pass=shown)
+                raise named from exc
             except Exception as exc:
                 if interrupted(exc):    # Ctrl-C inside a compiled kernel: an interrupt, not a failed pass
                     raise KeyboardInterrupt from None
@@ -254,12 +258,13 @@ def order_problem(pipeline: Pipeline) -> str | None:
 
 
 def _filed_under(stats: dict, name: str, label: str, prior: Any) -> dict:
-    """A pass's figures under its pipeline label (two refine entries keep theirs apart)."""
-    if label == name or name not in stats:
-        return stats
+    """A pass's figures under its pipeline label (two refine entries keep theirs apart); ``prior``, the figures
+    under ``name`` before it ran, stay where this entry made none under that name (a second ``fewer`` entry's
+    are its own: merged, a first one's ``skipped`` was logged for a second that ran)."""
     out = dict(stats)
-    out[label] = out.pop(name)
-    if prior is not None:
+    if label != name and name in out:
+        out[label] = out.pop(name)
+    if prior is not None and name not in out:
         out[name] = prior
     return out
 

@@ -216,3 +216,35 @@ def test_its_log_lines_and_errors_name_it_first(caplog):
         p = parse_pipeline("slice,map,fewer,best")
         Pipeline((p.passes[0], p.passes[2], KeepBest()), labels=("slice", "fewer", "best")).run(g, c, PlanState(
             assignment=np.zeros(g.num_nodes, np.int64)))
+
+
+def test_a_second_entry_has_figures_of_its_own(caplog):
+    """Two ``fewer`` entries: the second's figures are its own, not merged into the first's (the first's
+    ``skipped`` stayed, and the second, which ran, was logged as skipped)."""
+    import logging
+
+    g, c = found(), Cluster.homogeneous(4)
+    with caplog.at_level(logging.INFO, logger="pardnn"):
+        st, _ = parse_pipeline("slice,map,seed,fewer{min_devices=100},fewer,best").run(g, c, PlanState())
+    assert "skipped" not in st.stats["fewer"] and st.stats["fewer"]["devices"] == 2
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fewer: ")]
+    assert lines[0].startswith("fewer: skipped: 4 devices") and lines[1].startswith("fewer: on 2 of 4 devices")
+
+
+def test_an_error_on_the_half_is_named_once(monkeypatch):
+    """A pardnn error (not a PassError) in a pass on the half names that pass once, as the half's: it was
+    'bad (in pass 'fewer > refine') (in pass 'fewer')', and once more for each level of ``recursive``."""
+    from pardnn.errors import InputError, OutOfMemory
+    from pardnn.passes.refine import Refine
+
+    g = found()
+    for exc, kind in ((InputError("bad"), InputError), (MemoryError(), OutOfMemory)):
+        def refine(self, g, cluster, state, exc=exc):
+            if cluster.num_devices == 2:
+                raise exc
+            return state
+        monkeypatch.setattr(Refine, "__call__", refine)
+        for spec, k, named in (("fewer", 4, "fewer > refine"), ("fewer{recursive=true}", 8, "fewer > fewer > refine")):
+            with pytest.raises(kind) as info:
+                parse_pipeline(f"slice,map,seed,refine,{spec},best").run(g, Cluster.homogeneous(k), PlanState())
+            assert str(info.value).count("in pass") == 1 and f"in pass '{named}'" in str(info.value), info.value
