@@ -170,7 +170,7 @@ class Pipeline:
     labels: tuple[str, ...] = ()
     """The name each pass is known by (its registry entry); default: the pass's own name."""
     within: str = ""
-    """The pass this pipeline runs inside (``fewer``), whose name its log lines, progress and errors give first
+    """The pass this pipeline runs inside (``fewer``), whose name its log lines and errors give first
     (``fewer > refine``)."""
 
     def label(self, i: int) -> str:

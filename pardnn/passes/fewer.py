@@ -144,7 +144,8 @@ class Fewer:
         sub = sub_cluster(cluster, keep)
         bounded = bool(np.isfinite(cluster.capacity).any())
         if bounded and float(sub.capacity.sum()) < single_device_peak(g):
-            return state.with_stats(self.name, skipped=f"{keep.size} devices hold less than the step's peak on one")
+            return state.with_stats(self.name, skipped=f"{keep.size} device{'s hold' if keep.size != 1 else ' holds'} "
+                                    "less than the step's peak on one")
         bound = bound_met(g, cluster, state, sub)
         if bound is not None:
             return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
