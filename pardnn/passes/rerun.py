@@ -52,12 +52,13 @@ class Rerun:
         check_pass_options(self)
 
     def at_effort(self, p: Any) -> Any:
-        """Pass ``p`` at this pass's effort: the seed pass with its list schedulers, a pass with an ``effort``
-        option with this one; any other as it is."""
+        """Pass ``p`` at this pass's effort: the seed pass with its list schedulers where it has an effort's
+        (a list of the user's own stays), a pass with an ``effort`` option with this one; any other as it is."""
         from ..partitioner import SEEDS
         from .seed import Seed
         if isinstance(p, Seed):
-            return dataclasses.replace(p, schedulers=SEEDS[self.effort].get("schedulers", Seed().schedulers))
+            preset = {e: o.get("schedulers", Seed().schedulers) for e, o in SEEDS.items()}
+            return dataclasses.replace(p, schedulers=preset[self.effort]) if p.schedulers in preset.values() else p
         if any(f.name == "effort" for f in dataclasses.fields(p)):
             return dataclasses.replace(p, effort=self.effort)
         return p

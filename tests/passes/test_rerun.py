@@ -27,6 +27,9 @@ def test_it_runs_the_default_effort_of_the_passes_before_it():
         inner = p.passes[i].inside(p, i).keywords["inner"]
         assert str(inner) == default_spec(PardnnOptions(**kw)), kw
         assert inner.within == "rerun"
+    # a list of schedulers of the user's own is kept; an effort's preset becomes this effort's
+    p = parse_pipeline("slice,map,seed{schedulers=heft},refine{max_evals=5,effort=best},rerun,best")
+    assert str(p.passes[4].inside(p, 4).keywords["inner"]) == "slice,map,seed{schedulers=heft},refine{max_evals=5},best"
     assert "rerun" not in default_spec(PardnnOptions()) and "rerun" not in default_spec(PardnnOptions(effort="fast"))
     assert "rerun" not in default_spec(PardnnOptions(effort="best", seed=False))     # no best pass to weigh it
 
