@@ -3,6 +3,7 @@ pipeline had it before them, and the plan they make, recorded as a start for the
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable
 
@@ -32,6 +33,43 @@ def before_and_best(pipeline: Pipeline, i: int, keep: Callable[[Any], bool],
                      + tuple(pipeline.label(j) for j in best),
                      within=" > ".join(filter(None, (pipeline.within, pipeline.label(i)))))
     return inner, bool(best)
+
+
+class Nested:
+    """What a pass that runs passes of its own does around them: as entry ``i`` of a pipeline (``inside``) it
+    runs ``self.inner(pipeline, i)``, skipped where no ``best`` entry follows it (its plan is a start, which only
+    that pass weighs); called alone, it is an entry of the default pipeline of its ``effort`` (`alone`). The
+    pass gives ``inner``, ``_place(g, cluster, state, inner)`` and ``what(figures, cluster)`` for its ``-v``
+    line."""
+
+    def inside(self, pipeline: Pipeline, i: int) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
+        inner, has_best = self.inner(pipeline, i)
+        return functools.partial(self._run, inner=inner, skip=None if has_best else "no best pass after it")
+
+    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
+        return alone(self, self.effort)(g, cluster, state)
+
+    def _run(self, g: OpGraph, cluster: Cluster, state: PlanState, *, inner: Pipeline,
+             skip: str | None = None) -> PlanState:
+        st = state.with_stats(self.name, skipped=skip) if skip else self._place(g, cluster, state, inner)
+        figures = st.stats.get(self.name, {})
+        log_outcome(inner.within, figures, self.what(figures, cluster))
+        return st
+
+
+def alone(p: Any, effort: str) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
+    """Pass ``p`` (one with ``inside``) called outside a pipeline: as an entry of the default pipeline of
+    ``effort`` (`pardnn.partitioner.default_spec`), just before its ``best`` pass, with the passes that run
+    pipelines of their own left out, as its ``inside`` leaves them out of a pipeline of the user's."""
+    from ..partitioner import PardnnOptions, default_spec
+    from ..pipeline import parse_pipeline
+    base = parse_pipeline(default_spec(PardnnOptions(effort=effort)))
+    keep = [j for j, q in enumerate(base.passes) if not hasattr(q, "inside") and not isinstance(q, KeepBest)]
+    ends = [j for j, q in enumerate(base.passes) if isinstance(q, KeepBest)]
+    pipeline = Pipeline(tuple(base.passes[j] for j in keep) + (p,) + tuple(base.passes[j] for j in ends),
+                        base.verify, tuple(base.label(j) for j in keep) + (p.name,)
+                        + tuple(base.label(j) for j in ends))
+    return p.inside(pipeline, len(keep))
 
 
 def bound_met(g: OpGraph, cluster: Cluster, state: PlanState, on: Cluster) -> float | None:

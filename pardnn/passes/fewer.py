@@ -29,11 +29,10 @@ ops, and on clusters of fewer than ``min_devices`` devices.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from ..ir import OpGraph
 from ..machine import device_order, simulate, single_device_peak
 from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
-from ._nested import add_start, before_and_best, bound_met, log_outcome
+from ._nested import Nested, add_start, alone, before_and_best, bound_met
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -70,7 +69,7 @@ def misplaced_pin(g: OpGraph, keep: np.ndarray) -> int | None:
 
 
 @dataclass(frozen=True)
-class Fewer:
+class Fewer(Nested):
     name: ClassVar[str] = "fewer"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
 
@@ -98,32 +97,17 @@ class Fewer:
 
     def spec(self) -> str:
         """The pipeline run on the smaller cluster when the pass is called alone, outside a pipeline."""
-        from ..partitioner import PardnnOptions, default_spec
-        spec = default_spec(PardnnOptions(effort=self.effort))
-        if self.recursive:
-            return spec
-        return ",".join(p for p in spec.split(",") if not p.startswith("fewer"))
+        return str(alone(self, self.effort).keywords["inner"])
 
-    def inside(self, pipeline: Pipeline, i: int) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
-        """This pass as entry ``i`` of ``pipeline``: it runs on the half what that pipeline ran before it (other
+    def inner(self, pipeline: Pipeline, i: int) -> tuple[Pipeline, bool]:
+        """What it runs on the half as entry ``i`` of ``pipeline``: what that pipeline ran before it (other
         passes that run pipelines left out, unless ``recursive``: then this one stays) and the first ``best``
-        entry after it, with their options."""
-        inner, has_best = before_and_best(pipeline, i, lambda p: not hasattr(p, "inside"),
-                                          then=(self,) if self.recursive else ())
-        return functools.partial(self._run, inner=inner, skip=None if has_best else "no best pass after it")
+        entry after it, with their options; and whether there is such an entry."""
+        return before_and_best(pipeline, i, lambda p: not hasattr(p, "inside"),
+                               then=(self,) if self.recursive else ())
 
-    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
-        from ..pipeline import parse_pipeline
-        inner = parse_pipeline(self.spec())
-        return self._run(g, cluster, state, inner=Pipeline(inner.passes, inner.verify, inner.labels,
-                                                            within=self.name))
-
-    def _run(self, g: OpGraph, cluster: Cluster, state: PlanState, *, inner: Pipeline,
-             skip: str | None = None) -> PlanState:
-        st = state.with_stats(self.name, skipped=skip) if skip else self._place(g, cluster, state, inner)
-        figures = st.stats.get(self.name, {})
-        log_outcome(inner.within, figures, f"on {figures.get('devices')} of {cluster.num_devices} devices")
-        return st
+    def what(self, figures: dict, cluster: Cluster) -> str:
+        return f"on {figures.get('devices')} of {cluster.num_devices} devices"
 
     def _place(self, g: OpGraph, cluster: Cluster, state: PlanState, inner: Pipeline) -> PlanState:
         K = cluster.num_devices

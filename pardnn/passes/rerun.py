@@ -23,10 +23,9 @@ after it. Called outside a pipeline, it runs the default pipeline of its
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,11 +33,11 @@ from ..cluster import Cluster
 from ..ir import OpGraph
 from ..machine import simulate
 from ..pipeline import Pipeline, PlanState, check_pass_options
-from ._nested import add_start, before_and_best, bound_met, log_outcome
+from ._nested import Nested, add_start, before_and_best, bound_met
 
 
 @dataclass(frozen=True)
-class Rerun:
+class Rerun(Nested):
     name: ClassVar[str] = "rerun"
     requires: ClassVar[tuple[str, ...]] = ("assignment",)
 
@@ -63,25 +62,13 @@ class Rerun:
             return dataclasses.replace(p, effort=self.effort)
         return p
 
-    def inside(self, pipeline: Pipeline, i: int) -> Callable[[OpGraph, Cluster, PlanState], PlanState]:
-        """This pass as entry ``i`` of ``pipeline``: the passes before it at this effort (those that run
-        pipelines of their own left out), then the first ``best`` entry after it."""
-        inner, has_best = before_and_best(pipeline, i, lambda p: not hasattr(p, "inside"), self.at_effort)
-        return functools.partial(self._run, inner=inner, skip=None if has_best else "no best pass after it")
+    def inner(self, pipeline: Pipeline, i: int) -> tuple[Pipeline, bool]:
+        """What it runs as entry ``i`` of ``pipeline``: the passes before it at this effort (those that run
+        pipelines of their own left out), then the first ``best`` entry after it; and whether there is one."""
+        return before_and_best(pipeline, i, lambda p: not hasattr(p, "inside"), self.at_effort)
 
-    def __call__(self, g: OpGraph, cluster: Cluster, state: PlanState) -> PlanState:
-        from ..partitioner import PardnnOptions, default_spec
-        from ..pipeline import parse_pipeline
-        spec = ",".join(p for p in default_spec(PardnnOptions(effort=self.effort)).split(",")
-                        if not p.startswith(("fewer", "rerun")))
-        inner = parse_pipeline(spec)
-        return self._run(g, cluster, state, inner=dataclasses.replace(inner, within=self.name))
-
-    def _run(self, g: OpGraph, cluster: Cluster, state: PlanState, *, inner: Pipeline,
-             skip: str | None = None) -> PlanState:
-        st = state.with_stats(self.name, skipped=skip) if skip else self._place(g, cluster, state, inner)
-        log_outcome(inner.within, st.stats.get(self.name, {}), f"at the {self.effort} effort")
-        return st
+    def what(self, figures: dict, cluster: Cluster) -> str:
+        return f"at the {self.effort} effort"
 
     def _place(self, g: OpGraph, cluster: Cluster, state: PlanState, inner: Pipeline) -> PlanState:
         if g.num_nodes == 0:
