@@ -1,11 +1,16 @@
 """A lower bound on the step time: no placement on the cluster runs the step faster (SPEC §1).
 
 `makespan_lower_bound` takes the largest of six sound bounds. Each holds for every placement that keeps
-the graph's pins and colocation groups, with any communication (a transfer or a control edge never makes
-an op start earlier), because it counts compute alone and every device runs one op at a time without
-pre-emption:
+the graph's pins and colocation groups, because every device runs one op at a time without pre-emption
+and an output reaches another device no sooner than the cheapest link carries it. They rest on each op's
+*head* (a start no placement beats) and *tail* (a time from its end to the step's end no placement
+beats), which price what a join costs (`priced_heads_and_tails`): an op's inputs either run before it on
+its device, one after another, or cross to it, at least the least latency plus their bytes over the
+largest bandwidth; the cheaper of those for each set of inputs is the head. With transfers free they
+are the longest paths of op times before and after the op.
 
-* **critical path**: the longest path of op times, at the fastest device's speed;
+* **critical path**: the largest head plus op time plus tail, op times at the fastest device's speed (or
+  the speed of the device an op's group is pinned to); with transfers free, the longest path;
 * **work**: the total op time over the sum of the devices' speeds;
 * **unit**: a colocation unit runs on one device, one op at a time: its ops whose head is at least
   ``x`` cannot all be done before ``x`` plus their op time (at the fastest speed, or the speed of the
@@ -14,12 +19,11 @@ pre-emption:
 * **pinned**: the op time of the units pinned to each device (a pinned op's whole group goes with it), at
   that device's speed;
 * **energy** (after Fernandez and Bussell's bound for precedence-constrained scheduling): an op ``v``
-  of op time ``w[v]`` cannot start before its *head* ``h[v]``, the longest path of op times before it at
-  the fastest speed ``smax``. So at least ``min(w[v], max(0, w[v] - smax (s - h[v])))`` of its op time
+  of op time ``w[v]`` cannot start before its head ``h[v]``; ``smax`` is the fastest speed. So at least ``min(w[v], max(0, w[v] - smax (s - h[v])))`` of its op time
   runs after any instant ``s``, and the devices do at most ``sum(speed)`` op time per microsecond: ``T >=
   s + (that, summed over every op) / sum(speed)`` for every ``s`` before the last op's end (where some of
   that work is left). The largest of these is at a breakpoint ``h[v]`` or ``h[v] + w[v] / smax``, found
-  exactly by sorting them. The same holds backwards, with *tails* (the longest path after an op). At
+  exactly by sorting them. The same holds backwards, with tails. At
   ``s = 0`` it is the work bound; it rises above the work and the critical path where the graph is narrow at its
   start or end (a long chain of layers before a wide part);
 * **unit chain**: every ancestor of an op ends before it starts, and those of one colocation unit run one
@@ -34,9 +38,11 @@ A window open at both ends was tried as well (the part of each op that must run 
 added at most 0.06% on the held-out graphs and 0.1% geomean on the tuning graphs, at 15 times the cost, so
 it was left out (benchmarks/RESULTS.md, twenty-fourth round).
 
-It is a lower bound, not the optimum: it prices no communication and no memory, so a step whose plans are
-bound by transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): a
-topological sweep each way and eight sorts, and where units are followed four sweeps of
+It is a lower bound, not the optimum: it prices each op's inputs on their own (the cheapest choice at
+one join need not agree with that at the next in any one placement; a link's queue is not priced) and no
+memory limit, so a step whose plans are bound by
+transfers (many small ops at K = 8) stays well above it. The work is O((V + E) log V): two
+priced sweeps and a topological sort, eight sorts, and where units are followed four sweeps of
 O(E CHAIN_BITS / 64 + V CHAIN_BITS).
 
 Tiny example: two independent chains of 3 and 1 us on two devices can never finish before 3 us (the
@@ -63,7 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._jit import njit
-from .analysis import bottom_levels, top_levels, topological_order
+from .analysis import topological_order
 from .cluster import Cluster
 from .ir import OpGraph
 
@@ -75,6 +81,8 @@ CHAIN_MIN_SHARE = 0.02
 """Only units whose op time is at least this share of the critical path are followed."""
 CHAIN_SWEEPS = 2
 """Sweeps each way, each from the last one's start bounds."""
+JOIN_EXACT = 64
+"""`priced_heads_and_tails` schedules at most this many predecessors of one op on its device exactly."""
 
 
 @dataclass(frozen=True)
@@ -192,9 +200,6 @@ def _lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
     if g.num_nodes == 0:
         return LowerBound(0.0, 0.0, 0.0, 0.0, 0.0)
     p = w / smax
-    h = top_levels(g, p)
-    t = bottom_levels(g, p) - p
-    cp = float(np.max(h + p + t))
     work = float(w.sum()) / rate
     unit_w = np.bincount(g.unit, weights=w, minlength=g.num_units)
     pin = g.unit_pin
@@ -203,6 +208,8 @@ def _lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
     where = pin[g.unit]
     on = (where >= 0) & (where < cluster.num_devices)
     q = np.where(on, w / speed[np.where(on, where, 0)], p)
+    h, t = priced_heads_and_tails(g, cluster, q)
+    cp = float(np.max(h + q + t))
     unit = max(_one_device(h, t, q, g.unit), _one_device(t, h, q, g.unit))
     pinned = 0.0
     if not free.all():      # pins past the last device break the rules: no placement keeps them
@@ -210,6 +217,144 @@ def _lower_bound(g: OpGraph, cluster: Cluster) -> LowerBound:
         pinned = float(np.max(per / speed))
     energy = max(_ramp_max(w, h, rate, smax), _ramp_max(w, t, rate, smax))
     return LowerBound(cp, work, unit, pinned, energy, _chain(g, q, h, t))
+
+
+def edge_costs(g: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Per edge, the least time its producer's output (or, for a control edge, its signal) takes to reach
+    a consumer on another device: the smallest latency of any link plus the edge's bytes over the largest
+    bandwidth (a transfer holds its link for latency plus bytes over bandwidth, SPEC §1.1), the latency
+    alone for a control edge; infinite on one device, where no op can be elsewhere."""
+    K = cluster.num_devices
+    if K < 2:
+        return np.full(g.num_edges, np.inf)
+    off = ~np.eye(K, dtype=bool)
+    lat, bw = float(cluster.latency[off].min()), float(cluster.bandwidth[off].max())
+    return np.where(g.edge_control, lat, lat + np.asarray(g.edge_bytes, dtype=np.float64) / bw)
+
+
+def priced_heads_and_tails(g: OpGraph, cluster: Cluster, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, a start no placement beats (its *head*) and a time from its end to the step's end no
+    placement beats (its *tail*), with ``q`` a least op time of each op, each pricing what a join costs.
+
+    An op ``v`` on device ``d`` starts after each predecessor ``u`` ends, and where ``u`` is on another
+    device, after its output has crossed (`edge_costs`); the predecessors on ``d`` run there one after
+    another. So for the set ``S`` of predecessors placed with ``v``, ``v`` starts no earlier than the
+    largest ``head[u] + q[u] + cost(u)`` outside ``S`` and no earlier than the shortest one-device schedule
+    of ``S`` from their heads (Jackson's rule: the largest ``head[u] + (q of the members whose head is at
+    least head[u])``). Both move monotonically as ``S`` grows in the order of ``head + q + cost``, so the
+    least of the largest over those prefixes is the least over every ``S``. A predecessor in ``v``'s
+    colocation group, or pinned to ``v``'s device, is always in ``S``; one pinned elsewhere never is.
+    With transfers free, this is the longest path of op times; tails are the same backwards, the
+    successors on ``d`` running after ``v`` by the longest tail first. ``O((V + E) log V)``, and
+    ``O(m CAP)`` at an op of ``m`` predecessors: past `JOIN_EXACT` members the one-device schedule of the
+    first ones stands for the rest (a smaller set: a weaker bound, never a wrong one).
+    """
+    cost = edge_costs(g, cluster)
+    order = np.ascontiguousarray(topological_order(g), dtype=np.int64)
+    (ip, ie), (op, oe) = g.in_csr, g.out_csr
+    unit = np.ascontiguousarray(g.unit, dtype=np.int64)
+    pin = np.ascontiguousarray(g.unit_pin, dtype=np.int64)
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    h = _priced_sweep(order, ip.astype(np.int64), ie.astype(np.int64), g.edge_src.astype(np.int64), cost, q,
+                      unit, pin, JOIN_EXACT)
+    t = _priced_sweep(order[::-1].copy(), op.astype(np.int64), oe.astype(np.int64), g.edge_dst.astype(np.int64),
+                      cost, q, unit, pin, JOIN_EXACT)
+    return h, t
+
+
+@njit
+def _priced_sweep(order, ptr, eids, far, cost, q, unit, pin, cap):
+    """`priced_heads_and_tails` one way: ``far[eids[ptr[v]:ptr[v+1]]]`` are ``v``'s neighbours before it in
+    ``order`` (predecessors for heads, successors for tails)."""
+    n = q.shape[0]
+    out = np.zeros(n)
+    most = 0
+    for v in range(n):
+        most = max(most, ptr[v + 1] - ptr[v])
+    nb = np.empty(most, dtype=np.int64)
+    nc = np.empty(most)
+    uq = np.empty(most, dtype=np.int64)
+    uc = np.empty(most)
+    key = np.empty(most)
+    rel = np.empty(most)
+    wk = np.empty(most)
+    sr = np.empty(min(most, cap) + 1)      # the set S so far (at most `cap`), latest head first
+    sw = np.empty(min(most, cap) + 1)
+    for v in order:
+        m = ptr[v + 1] - ptr[v]
+        if m == 0:
+            continue
+        for i in range(m):
+            e = eids[ptr[v] + i]
+            nb[i] = far[e]
+            nc[i] = cost[e]
+        by = np.argsort(nb[:m], kind="mergesort")
+        k = 0
+        for j in range(m):                 # one entry per neighbour, its dearest edge
+            i = by[j]
+            if k > 0 and uq[k - 1] == nb[i]:
+                uc[k - 1] = max(uc[k - 1], nc[i])
+            else:
+                uq[k] = nb[i]
+                uc[k] = nc[i]
+                k += 1
+        outside = 0.0                      # the largest arrival of those that cannot be with v
+        cnt = 0
+        done = 0.0                         # the one-device schedule of S
+        top = 0.0                          # the largest head + q in S
+        r = 0
+        for j in range(k):
+            u = uq[j]
+            e = out[u] + q[u]
+            pu, pv = pin[unit[u]], pin[unit[v]]
+            if unit[u] == unit[v] or (pu >= 0 and pu == pv):
+                top = max(top, e)
+                if cnt < cap:
+                    cnt, done = _jackson_add(sr, sw, cnt, out[u], q[u])
+            elif pu >= 0 and pv >= 0:
+                outside = max(outside, e + uc[j])
+            else:
+                key[r] = e + uc[j]
+                rel[r] = out[u]
+                wk[r] = q[u]
+                r += 1
+        by = np.argsort(-key[:r], kind="mergesort")
+        best = np.inf
+        for j in range(r + 1):
+            arrive = outside
+            if j < r:
+                arrive = max(arrive, key[by[j]])
+            here = max(done, top)
+            best = min(best, max(here, arrive))
+            if here >= arrive or j == r:
+                break
+            i = by[j]
+            top = max(top, rel[i] + wk[i])
+            if cnt < cap:
+                cnt, done = _jackson_add(sr, sw, cnt, rel[i], wk[i])
+        out[v] = best
+    return out
+
+
+@njit
+def _jackson_add(sr, sw, cnt, r, w):
+    """Add a job of release ``r`` and length ``w`` to ``sr``/``sw`` (``cnt`` jobs, latest release first) and
+    return the new count and one machine's shortest schedule of them: the largest ``r[i]`` plus the length
+    of the jobs released at ``r[i]`` or later."""
+    i = cnt
+    while i > 0 and sr[i - 1] < r:
+        sr[i] = sr[i - 1]
+        sw[i] = sw[i - 1]
+        i -= 1
+    sr[i] = r
+    sw[i] = w
+    cnt += 1
+    best = 0.0
+    acc = 0.0
+    for j in range(cnt):
+        acc += sw[j]
+        best = max(best, sr[j] + acc)
+    return cnt, best
 
 
 def _tracked(g: OpGraph, q: np.ndarray, cp: float) -> tuple[np.ndarray, np.ndarray]:
