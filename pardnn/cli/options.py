@@ -219,19 +219,25 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
     mem = [None] * k if mem is None else (mem * k if len(mem) == 1 else mem)
     spd = [1.0] * k if spd is None else (spd * k if len(spd) == 1 else spd)
     for v in spd:
-        if not 0 < v < float("inf"):
+        if not math.isfinite(v):
+            raise click.BadParameter(f"must be a finite number, got {v:g}", param_hint="--speed")
+        if not v > 0:
             raise click.BadParameter(f"must be a positive number, got {v:g}", param_hint="--speed")
         if not SPEED_RANGE[0] <= v <= SPEED_RANGE[1]:
             raise click.BadParameter(f"must be from {SPEED_RANGE[0]:g} to {SPEED_RANGE[1]:g}, got {v:g}",
                                      param_hint="--speed")
     bw = _parsed("--bandwidth", parse_rate, bandwidth)
     lat = _parsed("--latency", parse_time, latency)
-    if lat is not None and not 0 <= lat < float("inf"):
+    if lat is not None and not math.isfinite(lat):
+        raise click.BadParameter(f"must be a finite duration, got {latency!r}", param_hint="--latency")
+    if lat is not None and not lat >= 0:
         raise click.BadParameter(f"must be zero or more, got {latency!r}", param_hint="--latency")
     if lat is not None and lat > MAX_LATENCY_US:
         raise click.BadParameter(f"{latency!r} is more than the largest allowed ({MAX_LATENCY_US:g} us)",
                                  param_hint="--latency")
-    if bw is not None and not 0 < bw < float("inf"):
+    if bw is not None and not math.isfinite(bw):
+        raise click.BadParameter(f"must be a finite rate, got {bandwidth!r}", param_hint="--bandwidth")
+    if bw is not None and not bw > 0:
         raise click.BadParameter(f"must be positive, got {bandwidth!r}", param_hint="--bandwidth")
     if bw is not None and bw < MIN_BANDWIDTH:
         raise click.BadParameter(f"{bandwidth!r} is less than the smallest allowed ({MIN_BANDWIDTH:g} bytes/us)",
