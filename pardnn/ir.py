@@ -852,6 +852,11 @@ def graph_from_networkx(G, name: str | None = None) -> OpGraph:
     Node and edge attributes use the ``pardnn.graph`` field names; missing
     ones take their defaults. Node order is ``G``'s iteration order.
     """
+    if not all(hasattr(G, a) for a in ("graph", "nodes", "edges", "is_directed")):
+        raise TypeError(f"graph_from_networkx: G must be a networkx DiGraph or MultiDiGraph, got {type(G).__name__}")
+    if not G.is_directed():
+        raise TypeError("graph_from_networkx: G must be directed (a networkx DiGraph or MultiDiGraph): an edge's "
+                        "direction is which op runs first")
     b = GraphBuilder(str(name or G.graph.get("name") or "graph"))    # str(), as the nodes' names
     for n, attrs in G.nodes(data=True):
         extra = {k: v for k, v in attrs.items() if k not in _NODE_KEYS}

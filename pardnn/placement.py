@@ -293,6 +293,8 @@ def save_placement(pl: Placement, g: OpGraph, path: str | Path, *, text: bool | 
     """Write JSON, or ``name device`` text when the name ends in ``.place`` or ``text`` is true
     (`check_place_names`)."""
     check_graph(g, "save_placement")
+    if not isinstance(pl, Placement):
+        raise TypeError(f"save_placement: the placement must be a Placement, got {type(pl).__name__}")
     p = Path(path)
     if is_place_text(p) if text is None else text:
         check_place_names(g, p)

@@ -267,3 +267,12 @@ def test_fractional_byte_counts_round_to_the_nearest_byte_half_to_even():
         assert g.temp_bytes.tolist() == [4, 0] and g.persistent_bytes.tolist() == [1000, 0]
         assert g.port_bytes.tolist() == [2, 7] and g.edge_bytes.tolist() == [10]
         assert g.time_us.tolist() == [1.5, 0.25]
+
+
+def test_networkx_input_that_is_no_directed_graph_is_a_type_error():
+    """graph_from_networkx(None) raised AttributeError ('NoneType' object has no attribute 'graph'); an
+    undirected graph was read with its edges in whatever order networkx keeps their ends."""
+    with pytest.raises(TypeError, match="G must be a networkx DiGraph or MultiDiGraph, got NoneType"):
+        graph_from_networkx(None)
+    with pytest.raises(TypeError, match="G must be directed"):
+        graph_from_networkx(nx.Graph([("x", "y")]))

@@ -123,3 +123,13 @@ def test_a_device_that_is_not_one_whole_number_per_node_is_refused_not_truncated
     with pytest.raises(PlacementError, match=match):
         simulate(g, Cluster.homogeneous(2), values)
     assert Placement(np.array([0.0, 1.0, 1.0]), ("x", "y")).assignment.tolist() == [0, 1, 1]
+
+
+def test_saving_what_is_no_placement_is_a_type_error(tmp_path, g):
+    """save_placement(None, g, path) raised AttributeError ('NoneType' object has no attribute 'to_dict');
+    now a TypeError, before anything is written."""
+    for bad in (None, np.zeros(g.num_nodes, dtype=np.int64)):
+        for name in ("p.json", "p.place"):
+            with pytest.raises(TypeError, match="save_placement: the placement must be a Placement, got "):
+                save_placement(bad, g, tmp_path / name)
+    assert list(tmp_path.iterdir()) == []

@@ -72,7 +72,7 @@ def bench(ctx: click.Context, suite: str, data_dir, methods, ks, regimes, synthe
     check_writable(Path(outdir) / "results.json", markdown)
 
     registry = all_methods()
-    names = sorted(registry) if not methods else [m.strip() for m in methods.split(",") if m.strip()]
+    names = sorted(registry) if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
     if not names:
         raise click.BadParameter(f"{methods!r} names no method", param_hint="--methods")
     unknown = [m for m in names if m not in registry]

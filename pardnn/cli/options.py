@@ -220,7 +220,7 @@ def build_cluster(cluster_path: str | None, devices: int | None, memory: str | N
     spd = [1.0] * k if spd is None else (spd * k if len(spd) == 1 else spd)
     for v in spd:
         if not math.isfinite(v):
-            raise click.BadParameter(f"must be a finite number, got {v:g}", param_hint="--speed")
+            raise click.BadParameter(f"must be a finite positive number, got {v:g}", param_hint="--speed")
         if not v > 0:
             raise click.BadParameter(f"must be a positive number, got {v:g}", param_hint="--speed")
         if not SPEED_RANGE[0] <= v <= SPEED_RANGE[1]:

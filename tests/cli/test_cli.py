@@ -183,7 +183,7 @@ def test_usage_errors_exit_2(tmp_path, graph_file):
                                  ("--latency", "-1us", "cannot read '-1us' as a duration"),
                                  ("--latency", "1e999", "must be a finite duration, got '1e999'"),
                                  ("--bandwidth", "1e400", "must be a finite rate, got '1e400'"),
-                                 ("--speed", "1e400", "must be a finite number, got inf"),
+                                 ("--speed", "1e400", "must be a finite positive number, got inf"),
                                  ("--speed", "0", "must be a positive number, got 0"),
                                  ("--latency", "3parsecs", "unknown time unit 'parsecs'")):
         r = run("partition", graph_file, "-k", 2, flag, value, "-o", tmp_path / "o.json")

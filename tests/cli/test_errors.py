@@ -506,10 +506,11 @@ def test_descriptor_outputs_go_where_the_descriptor_went(small_graph):
     assert json.loads((small_graph / "three.txt").read_text())["format"] == "pardnn.placement"
 
 
-@pytest.mark.parametrize("value, message", [(",", "',' names no method"), (" , ", "' , ' names no method"),
-                                            ("pardnn,nope", "unknown method(s) nope")])
+@pytest.mark.parametrize("value, message", [("", "'' names no method"), (",", "',' names no method"),
+                                            (" , ", "' , ' names no method"), ("pardnn,nope", "unknown method(s) nope")])
 def test_bench_methods_that_name_no_known_method_are_a_usage_error(tmp_path, value, message):
-    """Found by a reviewer: ``--methods ,`` left the list empty and ended in an internal error."""
+    """Found by a reviewer: ``--methods ,`` left the list empty and ended in an internal error; ``--methods ''``
+    ran every method."""
     r = pardnn("bench", "--suite", "samples", "--methods", value, "-o", "b", cwd=tmp_path)
     assert r.returncode == EXIT_USAGE, r.stderr
     assert "Invalid value for --methods: " + message in r.stderr, r.stderr
