@@ -388,10 +388,14 @@ _CHAIN_RECENT = "_chain_bound_recent"
 
 
 def _chain(g: OpGraph, q: np.ndarray, h: np.ndarray, t: np.ndarray) -> float:
-    """`_chain_bound`, kept on ``g`` for the same op times: `pardnn plan` asks for the bound of every device
-    count, and on equal devices the chain is the same for each (0.7 s at 200k ops of heavy groups)."""
-    key = (hashlib.blake2b(q.tobytes(), digest_size=16).digest(), hashlib.blake2b(h.tobytes(), digest_size=16)
-           .digest(), CHAIN_BITS, CHAIN_PER_UNIT, CHAIN_MIN_SHARE, CHAIN_SWEEPS)
+    """`_chain_bound`, kept on ``g`` for the same op times, heads and tails: `pardnn plan` asks for the bound
+    of every device count, and where those agree (equal devices of two or more, the same links) the chain is
+    the same for each (0.7 s at 200k ops of heavy groups). Heads and tails depend on the cluster (one device
+    prices no transfer), so both are in the key."""
+    def digest(a: np.ndarray) -> bytes:
+        return hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+    key = (digest(q), digest(h), digest(t), CHAIN_BITS, CHAIN_PER_UNIT, CHAIN_MIN_SHARE, CHAIN_SWEEPS)
     recent = g.__dict__.get(_CHAIN_RECENT)
     if recent is not None and recent[0] == key:
         return recent[1]
