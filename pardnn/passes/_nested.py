@@ -83,14 +83,16 @@ def bound_met(g: OpGraph, cluster: Cluster, state: PlanState, on: Cluster) -> fl
 
 
 def add_start(state: PlanState, pass_name: str, dev: np.ndarray, s: Schedule, bounded: bool,
-              figures: dict) -> PlanState:
-    """``state`` with plan ``dev`` (simulated as ``s``) recorded as the start ``pass_name`` and ``figures`` as
-    the pass's; a plan the ``best`` pass weighs already (the current one or a start: it does not weigh the
-    alternatives) is not recorded twice, and the figures say so."""
+              figures: dict, label: str | None = None) -> PlanState:
+    """``state`` with plan ``dev`` (simulated as ``s``) recorded as the start ``label`` (default ``pass_name``)
+    and ``figures`` as the pass's; a plan the ``best`` pass weighs already (the current one or a start: it
+    does not weigh the alternatives) is not recorded twice, and the figures say so."""
+    label = label or pass_name
+    same = "same_as_a_start" if label == pass_name else f"{label}_same_as_a_start"
     if any(np.array_equal(a, dev) for a in (state.assignment, *(d for _, d in state.starts))):
-        return state.with_stats(pass_name, **figures, same_as_a_start=True)
-    return state.replace(starts=(*state.starts, (pass_name, dev)),
-                         start_keys={**state.start_keys, pass_name: (plan_key(s, bounded), dev)}
+        return state.with_stats(pass_name, **figures, **{same: True})
+    return state.replace(starts=(*state.starts, (label, dev)),
+                         start_keys={**state.start_keys, label: (plan_key(s, bounded), dev)}
                          ).with_stats(pass_name, **figures)
 
 

@@ -12,9 +12,15 @@ index) with the passes that came before it in its pipeline (without other
 it, the user's options included, and records the plan as a start, which
 that ``best`` pass keeps when nothing beats it: the result is never longer
 than the same pipeline's plan on the half. Called outside a pipeline, it
-runs the default pipeline of its ``effort``. The plan is only a start: handed to refinement
-at K as well, it split refinement's budget among one more plan, and of the
-tuning suite's 177 loose cases 24 got shorter and 15 longer (by up to 6%).
+runs the default pipeline of its ``effort``. The plan is not one more start
+of the pipeline's own refinement (that split refinement's budget among one
+more plan: of the tuning suite's 177 loose cases 24 got shorter and 15
+longer, by up to 6%); with ``refine`` (the default) the passes after the seed
+pass (refine and the memory passes) run once more, at K, from the half's plan
+alone, and their plan is a second start: a plan that leaves devices idle may
+be a few moves from a shorter one that uses them (on the tuning suite up to
+5k ops, loose, at ``--effort best``: 5 of 111 plans shorter, by up to 0.6%,
+none longer, 21% more time; benchmarks/RESULTS.md, thirty-fourth round).
 
 The pass runs after the others, before ``best``, and is skipped where it
 cannot win or rarely would: when the plan so far fits and is no longer than
@@ -41,7 +47,8 @@ from ..ir import OpGraph
 from ..machine import device_order, simulate, single_device_peak
 from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
-from ._nested import Nested, add_start, alone, before_and_best, bound_met
+from ._nested import Nested, add_start, alone, before_and_best, bound_met, log
+from .keep_best import KeepBest
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -68,6 +75,20 @@ def misplaced_pin(g: OpGraph, keep: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
+def after_seed(inner: Pipeline) -> Pipeline | None:
+    """The passes of ``inner`` after the last that makes a plan (slice, map) or seeds one (seed), but those
+    that run pipelines of their own (a recursive ``fewer``), as a pipeline to run from a given plan on all K
+    devices; None where no pass but ``best`` follows."""
+    from .seed import Seed
+    first = 1 + max((j for j, p in enumerate(inner.passes) if getattr(p, "makes", ()) or isinstance(p, Seed)),
+                    default=-1)
+    rest = [j for j in range(first, len(inner.passes)) if not hasattr(inner.passes[j], "inside")]    # no fewer
+    if not any(not isinstance(inner.passes[j], KeepBest) for j in rest):
+        return None
+    return Pipeline(tuple(inner.passes[j] for j in rest), inner.verify, tuple(inner.label(j) for j in rest),
+                    within=f"{inner.within} at K")
+
+
 @dataclass(frozen=True)
 class Fewer(Nested):
     name: ClassVar[str] = "fewer"
@@ -86,6 +107,10 @@ class Fewer(Nested):
     """Skipped where the cluster has fewer devices than this."""
     max_nodes: int = 50_000
     """Skipped on graphs of more ops than this (it about doubles the pipeline's time)."""
+    refine: bool = True
+    """Also hand the half's plan, on all K devices, to the passes after the pipeline's seed pass (refine and
+    the memory passes) and record what they make as a second start: a plan that leaves devices idle may be
+    one move from a shorter plan that uses them."""
 
     def __post_init__(self) -> None:
         from ..partitioner import SEEDS
@@ -140,4 +165,26 @@ class Fewer(Nested):
         s = simulate(g, cluster, dev, memory=bounded)
         figures = dict(devices=int(keep.size), makespan_us=float(s.makespan_us), feasible=bool(s.feasible),
                        seconds=round(time.perf_counter() - t0, 4))
-        return add_start(state, self.name, dev, s, bounded, figures)
+        state = add_start(state, self.name, dev, s, bounded, figures)
+        at_k = self.refine and after_seed(inner)
+        if not at_k:
+            return state
+        t1 = time.perf_counter()
+        refined, _ = at_k.run(g, cluster, PlanState(assignment=dev, starts=((self.name, dev),)))
+        s = simulate(g, cluster, refined.assignment, memory=bounded)
+        more = dict(refined_makespan_us=float(s.makespan_us), refined_feasible=bool(s.feasible),
+                    refined_seconds=round(time.perf_counter() - t1, 4))
+        return add_start(state, self.name, refined.assignment.astype(np.int64), s, bounded, more,
+                         label=f"{self.name}-refined")
+
+    def _run(self, g: OpGraph, cluster: Cluster, state: PlanState, *, inner: Pipeline,
+             skip: str | None = None) -> PlanState:
+        """`Nested._run`, then a ``-v`` line for the plan refined on all K devices, where there is one."""
+        st = super()._run(g, cluster, state, inner=inner, skip=skip)
+        f = st.stats.get(self.name, {})
+        if "refined_makespan_us" in f:
+            log.info("%s at K: refined on all %d devices, %.3f ms%s%s", inner.within, cluster.num_devices,
+                     f["refined_makespan_us"] / 1000, "" if f["refined_feasible"] else " (over memory)",
+                     ", the same as a start" if f.get(f"{self.name}-refined_same_as_a_start")
+                     else ", a start for best")
+        return st
