@@ -324,8 +324,7 @@ def test_the_kept_chain_bound_is_that_of_the_cluster_asked(order):
     two = Cluster.homogeneous(2, latency_us=0.0)
     assert makespan_lower_bound(g, two).value_us <= 2.0 + 1e-9
     plan = {"r": 0, "a": 0, "b": 1, "x": 1, "y": 1}
-    names = [g.names[i] for i in range(g.num_nodes)]
-    assert simulate(g, two, np.array([plan[n] for n in names])).makespan_us <= 2.0 + 1e-9
+    assert simulate(g, two, np.array([plan[n] for n in g.names])).makespan_us <= 2.0 + 1e-9
 
 
 def test_how_far_a_step_is_from_the_bound():

@@ -49,6 +49,7 @@ from ..pipeline import Pipeline, PlanState, check_pass_options
 from ..units import is_number
 from ._nested import Nested, add_start, alone, before_and_best, bound_met, log
 from .keep_best import KeepBest
+from .seed import Seed
 
 
 def faster_half(cluster: Cluster, share: float) -> np.ndarray:
@@ -79,7 +80,6 @@ def after_seed(inner: Pipeline) -> Pipeline | None:
     """The passes of ``inner`` after the last that makes a plan (slice, map) or seeds one (seed), but those
     that run pipelines of their own (a recursive ``fewer``), as a pipeline to run from a given plan on all K
     devices; None where no pass but ``best`` follows."""
-    from .seed import Seed
     first = 1 + max((j for j, p in enumerate(inner.passes) if getattr(p, "makes", ()) or isinstance(p, Seed)),
                     default=-1)
     rest = [j for j in range(first, len(inner.passes)) if not hasattr(inner.passes[j], "inside")]    # no fewer
@@ -110,7 +110,7 @@ class Fewer(Nested):
     refine: bool = True
     """Also hand the half's plan, on all K devices, to the passes after the pipeline's seed pass (refine and
     the memory passes) and record what they make as a second start: a plan that leaves devices idle may be
-    one move from a shorter plan that uses them."""
+    a few moves from a shorter plan that uses them."""
 
     def __post_init__(self) -> None:
         from ..partitioner import SEEDS
