@@ -9,7 +9,7 @@ the time pardnn took. Cases and capacities are `pardnn.bench`'s.
 
 This is the tuning suite only (`pardnn.bench.suite("full")`: the peer graphs,
 the samples, synthetic Transformers; with ``--keras`` also the real models
-of 5k-41k ops in benchmarks/tuning/graphs). The held-out sets (benchmarks/heldout/,
+of 1.5k-41k ops in benchmarks/tuning/graphs). The held-out sets (benchmarks/heldout/,
 benchmarks/heldout2/) are never read here.
 
 Run from the repository root::
@@ -197,7 +197,7 @@ def main() -> None:
                     help="sizes of more synthetic tuning graphs, one per size (e.g. 1200,1800,2500,3000,3500,4000)")
     ap.add_argument("--extra-seed", type=int, default=101, help="the first extra graph's seed (then +1 each)")
     ap.add_argument("--keras", action="store_true",
-                    help="add the real models of benchmarks/tuning/graphs (5k-41k ops; make_tuning.py builds them)")
+                    help="add the real models of benchmarks/tuning/graphs (1.5k-41k ops; make_tuning.py builds them)")
     ap.add_argument("--keras-only", action="store_true", help="only those models")
     ap.add_argument("--only")
     ap.add_argument("--effort")

@@ -1,4 +1,4 @@
-"""Build the tuning suite's Keras graphs: real models between 5k and 50k ops, for tuning only.
+"""Build the tuning suite's Keras graphs: real models of 1.5k-50k ops, for tuning only.
 
 Run from the repository root (tf extra)::
 
@@ -8,7 +8,8 @@ Run from the repository root (tf extra)::
 The tuning suite (`pardnn.bench.suite("full")`, `benchmarks/tune.py`) had no
 real model between 5,000 and 50,000 ops, so size rules in that range (which
 start runs on which graph, say) could be decided only on synthetic graphs.
-These models fill the range. They are built exactly as the held-out sets'
+These models fill the range; two small recurrent classifiers (an LSTM and a
+bidirectional LSTM) give the suite the while-loop models it had none of. They are built exactly as the held-out sets'
 (`benchmarks/heldout/make_heldout.build_real`: random weights, seed 0,
 forward + gradients + Adam through `frontends.tensorflow.import_keras`,
 profiled for 3 steps with one TensorFlow thread each way), but none of them
@@ -95,9 +96,33 @@ HUB = {
                                      embedding_dim=128, intermediate_dim=1024, max_sequence_length=512),
 }
 
+def _recurrent(layers: int, *, units: int, seq: int, batch: int, bidirectional: bool = False, embed: int = 64,
+               vocab: int = 1000, classes: int = 10):
+    """A classifier of ``layers`` stacked LSTMs (each a while loop; both directions side by side when
+    ``bidirectional``) over a 1-D convolution of the embeddings."""
+    def build(keras, rng):
+        L = keras.layers
+        tokens = keras.Input((seq,), dtype="int32", name="tokens")
+        x = L.Embedding(vocab, embed, name="embed")(tokens)
+        x = L.Conv1D(units, 3, padding="same", activation="relu", name="conv")(x)
+        for i in range(layers):
+            cell = L.LSTM(units, return_sequences=i < layers - 1, name=f"lstm{i}")
+            x = (L.Bidirectional(cell, name=f"bi{i}") if bidirectional else cell)(x)
+        out = L.Dense(classes, name="classifier")(x)
+        model = keras.Model(tokens, out, name=f"{'bi' if bidirectional else ''}lstm_{layers}l")
+        data = (rng.integers(0, vocab, (batch, seq)).astype("int32"),
+                rng.integers(0, classes, (batch,)).astype("int32"))
+        return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), data, {
+            "batch": batch, "seq": seq, "embed": embed, "units": units, "layers": layers, "vocab": vocab,
+            "bidirectional": bidirectional}
+    build.__name__ = f"{'bi' if bidirectional else ''}lstm_{layers}l"
+    return build
+
+
 # None of these is in held-out set v1 (ResNet50, DenseNet121, MobileNetV2, EfficientNetB0, GPT-2, BERT,
 # Transformers of 24/96 layers) or v2 (InceptionV3, Xception, ResNet101V2, DenseNet169, MobileNetV3Small,
-# EfficientNetV2B0, ConvNeXtTiny, NASNetMobile, a 48-layer Transformer, a GRU).
+# EfficientNetV2B0, ConvNeXtTiny, NASNetMobile, a 48-layer Transformer, a GRU); the LSTMs differ from
+# held-out set v3's (3 layers of 192 units over 48 steps) in depth, width, length and batch.
 KERAS = {
     "tune-keras-mobilenet": v1._app("MobileNet"),
     "tune-keras-mobilenetv3large": v1._app("MobileNetV3Large"),
@@ -105,6 +130,8 @@ KERAS = {
     "tune-keras-resnet152": v1._app("ResNet152"),
     "tune-keras-inceptionresnetv2": v1._app("InceptionResNetV2", size=75),
     "tune-keras-transformer-12l": v1._transformer(12, d_model=256, heads=8, ff=1024, seq=64, batch=4),
+    "tune-keras-lstm-2l": _recurrent(2, units=256, seq=32, batch=8),
+    "tune-keras-bilstm-2l": _recurrent(2, units=128, seq=40, batch=4, bidirectional=True),
 }
 
 
