@@ -52,30 +52,12 @@ ORIGIN = "benchmarks/heldout3/make_heldout3.py"
 TAG = "issue 14, held-out set v3"
 
 
-def _lstm(layers: int, *, units: int, seq: int, batch: int, embed: int = 64, vocab: int = 1000, classes: int = 10):
-    """A classifier of ``layers`` stacked LSTMs (each a while loop) over a 1-D convolution of the embeddings."""
-    def build(keras, rng):
-        L = keras.layers
-        tokens = keras.Input((seq,), dtype="int32", name="tokens")
-        x = L.Embedding(vocab, embed, name="embed")(tokens)
-        x = L.Conv1D(units, 5, padding="same", activation="relu", name="conv")(x)
-        for i in range(layers):
-            x = L.LSTM(units, return_sequences=i < layers - 1, name=f"lstm{i}")(x)
-        out = L.Dense(classes, name="classifier")(x)
-        model = keras.Model(tokens, out, name=f"lstm_{layers}l")
-        data = (rng.integers(0, vocab, (batch, seq)).astype("int32"),
-                rng.integers(0, classes, (batch,)).astype("int32"))
-        return model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), data, {
-            "batch": batch, "seq": seq, "embed": embed, "units": units, "layers": layers, "vocab": vocab}
-    build.__name__ = f"lstm_{layers}l"
-    return build
-
-
 # None of these is in held-out set v1 (ResNet50, DenseNet121, MobileNetV2, EfficientNetB0, GPT-2, BERT,
 # Transformers of 6/24/96 layers), v2 (InceptionV3, Xception, ResNet101V2, DenseNet169, MobileNetV3Small,
 # EfficientNetV2B0, ConvNeXtTiny, NASNetMobile, a 48-layer Transformer, a GRU) or the tuning suite
 # (MobileNet, MobileNetV3Large, EfficientNetB1, ResNet152, InceptionResNetV2, a 12-layer Transformer, RoBERTa,
-# DistilBERT, OPT, ELECTRA; the samples' VGG-16).
+# DistilBERT, OPT, ELECTRA, LSTMs of 2 layers; the samples' VGG-16). Its LSTM is the tuning suite's builder
+# with this set's own sizes.
 KERAS = {
     "keras-resnet50v2": v1._app("ResNet50V2"),
     "keras-densenet201": v1._app("DenseNet201"),
@@ -83,7 +65,7 @@ KERAS = {
     "keras-efficientnetv2b2": v1._app("EfficientNetV2B2"),
     "keras-vgg19": v1._app("VGG19"),
     "keras-transformer-32l": v1._transformer(32, d_model=128, heads=4, ff=512, seq=96, batch=2),
-    "keras-lstm-3l": _lstm(3, units=192, seq=48, batch=4),
+    "keras-lstm-3l": tuning._recurrent(3, units=192, seq=48, batch=4, kernel=5),
 }
 
 HUB = {
