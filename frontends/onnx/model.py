@@ -222,14 +222,41 @@ def check_model(path: Path, model: onnx.ModelProto | None = None) -> None:
     try:
         if not skip:
             onnx.checker.check_model(str(path))
-            return
-        work = onnx.ModelProto()
-        work.CopyFrom(model)
-        for i in skip:
-            work.graph.node[i].domain = "com.microsoft"
-        onnx.checker.check_model(work)
+        else:
+            work = onnx.ModelProto()
+            work.CopyFrom(model)
+            for i in skip:
+                work.graph.node[i].domain = "com.microsoft"
+            onnx.checker.check_model(work)
     except onnx.checker.ValidationError as exc:
         raise InputError(f"{path}: invalid ONNX model: {one_line(exc)}") from None
+    if model is not None:
+        check_versions(path, model)
+
+
+_ELEM_TYPES = frozenset(TensorProto.DataType.values())
+
+
+def check_versions(path: Path, model: onnx.ModelProto) -> None:
+    """Refuse what `onnx.checker` lets through but no run can take: a standard-domain opset newer than the
+    installed onnx knows (its ops' meaning is not known here), and a tensor whose element type is no ONNX
+    type (a graph input, output, value or initializer). Both were read and failed only at ``pardnn run``."""
+    newest = onnx.defs.onnx_opset_version()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and o.version > newest:
+            raise InputError(f"{path}: opset {o.version} of the standard domain is newer than onnx "
+                             f"{onnx.__version__} knows (up to {newest}); export with opset {newest} or older")
+    g = model.graph
+    for kind, values in (("input", g.input), ("output", g.output), ("value", g.value_info)):
+        for v in values:
+            t = v.type
+            if t.HasField("tensor_type") and t.tensor_type.elem_type not in _ELEM_TYPES:
+                raise InputError(f"{path}: {kind} {v.name!r} has element type {t.tensor_type.elem_type}, "
+                                 f"which is no ONNX tensor type")
+    for t in g.initializer:
+        if t.data_type not in _ELEM_TYPES:
+            raise InputError(f"{path}: initializer {t.name!r} has element type {t.data_type}, which is no ONNX "
+                             f"tensor type")
 
 
 # ---------------------------------------------------------------------------

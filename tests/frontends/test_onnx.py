@@ -224,6 +224,28 @@ def test_unnamed_dimension_needs_input_axis_not_the_batch_size(tmp_path):
     assert g.output_bytes_of(g.id("r")) == [7 * 5 * 4]
 
 
+def test_an_opset_or_element_type_onnx_does_not_know_is_refused_when_read(tmp_path):
+    """Both passed onnx's checker, were read and converted, and failed only at ``pardnn run`` (exit 5)."""
+    src = REPO / "sample_graphs" / "onnx_gpt_tiny.onnx"
+    newest = onnx.defs.onnx_opset_version()
+    m = onnx.load(str(src))
+    m.opset_import[0].version = newest + 1
+    path = save(m, tmp_path / "new.onnx")
+    with pytest.raises(InputError, match=rf"new.onnx: opset {newest + 1} of the standard domain is newer than "
+                                         rf"onnx .* knows \(up to {newest}\)"):
+        prepare(path, batch_size=2, dims={"seq": 32})
+    m.opset_import[0].version = newest        # the newest onnx knows is read
+    assert prepare(save(m, tmp_path / "ok.onnx"), batch_size=2, dims={"seq": 32}).graph.node
+    m = onnx.load(str(src))
+    m.graph.input[0].type.tensor_type.elem_type = 99
+    with pytest.raises(InputError, match=r"odd.onnx: input 'input_ids' has element type 99, which is no ONNX"):
+        prepare(save(m, tmp_path / "odd.onnx"), batch_size=2, dims={"seq": 32})
+    m = onnx.load(str(src))
+    m.graph.initializer[0].data_type = 77
+    with pytest.raises(InputError, match=rf"initializer {m.graph.initializer[0].name!r} has element type 77"):
+        prepare(save(m, tmp_path / "init.onnx"), batch_size=2, dims={"seq": 32})
+
+
 def test_malformed_models_are_one_line_input_errors(tmp_path):
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x08\x07garbage that is not a protobuf \xff\xff\xff")
