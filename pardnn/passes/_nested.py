@@ -72,13 +72,15 @@ def alone(p: Any, effort: str) -> Callable[[OpGraph, Cluster, PlanState], PlanSt
     return p.inside(pipeline, len(keep))
 
 
-def bound_met(g: OpGraph, cluster: Cluster, state: PlanState, on: Cluster) -> float | None:
-    """The sound lower bound on cluster ``on`` (`pardnn.bounds.makespan_lower_bound`) where the plan so far
-    fits ``cluster`` and is no longer than it, so no plan on ``on`` can beat it; else None."""
+def bound_met(g: OpGraph, cluster: Cluster, state: PlanState, on: Cluster,
+              g_on: OpGraph | None = None) -> float | None:
+    """The sound lower bound on cluster ``on`` (`pardnn.bounds.makespan_lower_bound`; of ``g_on``, the graph
+    with its pins numbered for ``on``, where that is not ``g``) where the plan so far fits ``cluster`` and is
+    no longer than it, so no plan on ``on`` can beat it; else None."""
     if state.assignment is None:
         return None
     now = simulate(g, cluster, state.assignment, memory=bool(np.isfinite(cluster.capacity).any()))
-    bound = makespan_lower_bound(g, on).value_us
+    bound = makespan_lower_bound(g if g_on is None else g_on, on).value_us
     return bound if now.feasible and now.makespan_us <= bound else None
 
 

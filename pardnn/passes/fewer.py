@@ -28,9 +28,12 @@ the sound lower bound on the half (`pardnn.bounds.makespan_lower_bound`; on
 the tuning suite's loose cases, 95 of 177: all 59 at K=2, 24 at K=4, 12 at K=8), when the
 half's memory in all is less than the step's peak on one device (a plan
 there would rarely fit; under the benchmark's tight memory, 1.25x that peak
-over all K devices, it never runs), when a node is pinned to a device the
-half does not have at the same index, on graphs of more than ``max_nodes``
-ops, and on clusters of fewer than ``min_devices`` devices.
+over all K devices, it never runs), when nodes are pinned to more devices
+than the half has, on graphs of more than ``max_nodes`` ops, and on clusters
+of fewer than ``min_devices`` devices. Devices that nodes are pinned to are
+always in the half (then the fastest of the others), and the pins are
+renumbered for it on a copy of the graph: a Keras graph pins its variables
+to device 0, and on a cluster whose device 0 is slow the pass never ran.
 """
 
 from __future__ import annotations
@@ -68,12 +71,27 @@ def sub_cluster(cluster: Cluster, keep: np.ndarray) -> Cluster:
                    links, cluster.transfer_cpu_us, cluster.transfer_cpu_bytes_per_us)
 
 
-def misplaced_pin(g: OpGraph, keep: np.ndarray) -> int | None:
-    """The lowest device a node is pinned to that the devices ``keep`` (ascending) do not have at the same
-    index, or None: the sub-cluster numbers them ``0..len(keep)-1`` and the graph's pins stay as they are."""
+def half_with_pins(g: OpGraph, cluster: Cluster, share: float) -> np.ndarray | None:
+    """The devices to place on, ascending: every device a node is pinned to, then the fastest others (as
+    `faster_half`) up to ``ceil(K * share)`` in all; None where the pins name more devices than that."""
+    half = faster_half(cluster, share)
     pins = np.unique(g.pinned[g.pinned >= 0])
-    bad = pins[(pins >= keep.size) | (keep[np.minimum(pins, keep.size - 1)] != pins)]
-    return int(bad[0]) if bad.size else None
+    if pins.size > half.size:
+        return None
+    others = [int(d) for d in device_order(cluster) if d not in set(pins.tolist())]
+    return np.sort(np.concatenate([pins, np.asarray(others[:half.size - pins.size], dtype=np.int64)]))
+
+
+def pins_within(g: OpGraph, keep: np.ndarray) -> OpGraph:
+    """``g`` with each pin renumbered to its device's index in ``keep`` (ascending, holding every pinned
+    device): the graph the sub-cluster of ``keep`` is placed with. ``g`` itself where nothing changes."""
+    if not (g.pinned >= 0).any() or np.array_equal(keep, np.arange(keep.size)):
+        return g
+    import dataclasses
+    pinned = g.pinned.copy()
+    on = pinned >= 0
+    pinned[on] = np.searchsorted(keep, pinned[on])
+    return dataclasses.replace(g, pinned=pinned)
 
 
 def after_seed(inner: Pipeline) -> Pipeline | None:
@@ -143,24 +161,23 @@ class Fewer(Nested):
                                     + (f", fewer than min_devices={self.min_devices}" if K >= 2 else ""))
         if g.num_nodes > self.max_nodes:
             return state.with_stats(self.name, skipped=f"more than {self.max_nodes:,} ops")
-        keep = faster_half(cluster, self.share)
-        pin = misplaced_pin(g, keep)
-        if pin is not None:
-            where = np.flatnonzero(keep == pin)
-            return state.with_stats(self.name, skipped=f"a node is pinned to device {pin}, " + (
-                f"which is device {int(where[0])} of the {keep.size} fastest (pins keep their index)" if where.size
-                else f"outside the half (the {keep.size} fastest)"))
+        keep = half_with_pins(g, cluster, self.share)
+        if keep is None:
+            n = faster_half(cluster, self.share).size
+            return state.with_stats(self.name, skipped=f"nodes are pinned to {np.unique(g.pinned[g.pinned >= 0]).size}"
+                                    f" devices, more than the {n} it would place on")
         sub = sub_cluster(cluster, keep)
+        sg = pins_within(g, keep)
         bounded = bool(np.isfinite(cluster.capacity).any())
         if bounded and float(sub.capacity.sum()) < single_device_peak(g):
             return state.with_stats(self.name, skipped=f"{keep.size} device{'s hold' if keep.size != 1 else ' holds'} "
                                     "less than the step's peak on one")
-        bound = bound_met(g, cluster, state, sub)
+        bound = bound_met(g, cluster, state, sub, sg)
         if bound is not None:
             return state.with_stats(self.name, skipped=f"the plan is no longer than the lower bound on "
                                     f"{keep.size} devices ({bound:.1f} us)")
         t0 = time.perf_counter()
-        placed, _ = inner.run(g, sub, PlanState())
+        placed, _ = inner.run(sg, sub, PlanState())
         dev = keep[placed.assignment].astype(np.int64)
         s = simulate(g, cluster, dev, memory=bounded)
         figures = dict(devices=int(keep.size), makespan_us=float(s.makespan_us), feasible=bool(s.feasible),

@@ -129,9 +129,10 @@ def test_skipped_where_the_half_cannot_hold_the_step_or_lacks_a_pinned_device():
     tight = Cluster.homogeneous(4, memory_bytes=int(1.25 * peak / 4))
     st, _ = parse_pipeline(WITH).run(g, tight, PlanState())
     assert "hold less than the step's peak on one" in st.stats["fewer"]["skipped"]
-    pinned = tiny([("a", 1.0), ("b", 1.0, 0, {"pinned": 3})], [("a", "b")])
+    pinned = tiny([("a", 1.0, 0, {"pinned": 1}), ("b", 1.0, 0, {"pinned": 2}), ("c", 1.0, 0, {"pinned": 3})],
+                  [("a", "b"), ("b", "c")])
     st, _ = parse_pipeline(WITH).run(pinned, Cluster.homogeneous(4), PlanState())
-    assert st.stats["fewer"]["skipped"] == "a node is pinned to device 3, outside the half (the 2 fastest)"
+    assert st.stats["fewer"]["skipped"] == "nodes are pinned to 3 devices, more than the 2 it would place on"
     st, _ = parse_pipeline("slice,map,seed,refine,fewer{max_nodes=3},best").run(g, Cluster.homogeneous(4),
                                                                                 PlanState())
     assert st.stats["fewer"]["skipped"] == "more than 3 ops"
@@ -188,25 +189,51 @@ def test_a_plan_among_the_alternatives_is_still_recorded_as_a_start():
 
 def test_the_skips_say_why():
     """Each skip names its own reason: an empty graph was "4 devices", a cluster under ``min_devices`` only
-    its count, and a pin to a device of the half at another index "outside the half"."""
+    its count."""
     from pardnn.ir import GraphBuilder
-    from pardnn.passes.fewer import misplaced_pin
     empty = GraphBuilder("e").build()
     assert Fewer()(empty, Cluster.homogeneous(4), PlanState(assignment=np.zeros(0, np.int64))).stats["fewer"] == \
         {"skipped": "no ops"}
     g = star()
     st = Fewer(min_devices=8)(g, Cluster.homogeneous(4), PlanState(assignment=np.zeros(g.num_nodes, np.int64)))
     assert st.stats["fewer"]["skipped"] == "4 devices, fewer than min_devices=8"
-    # devices 0 and 3 are the fast ones: a pin to 3 is the half's device 1
+
+
+def test_pinned_devices_are_in_the_half_and_the_pins_are_renumbered_for_it():
+    """A pin kept the pass from running unless the pinned device was in the faster half at the same index:
+    every Keras graph pins its variables to device 0, so on a cluster whose device 0 is slow it never ran.
+    Now the half holds every pinned device (then the fastest others), its pipeline sees the pins renumbered,
+    and the plan at K keeps the original pins."""
+    from pardnn.passes.fewer import half_with_pins, pins_within
+    slow0 = Cluster(tuple(Device(f"d{i}", None, s) for i, s in enumerate((1.0, 2.0, 2.0, 2.0))))
+    g = tiny([("w", 1.0, 4_000_000, {"pinned": 0})] + [(f"b{i}", 30.0, 4_000_000) for i in range(4)]
+             + [("sink", 1.0, 8)], [("w", f"b{i}") for i in range(4)] + [(f"b{i}", "sink") for i in range(4)])
+    assert faster_half(slow0, 0.5).tolist() == [1, 2]
+    keep = half_with_pins(g, slow0, 0.5)
+    assert keep.tolist() == [0, 1]
+    assert pins_within(g, keep) is g                       # device 0 is index 0 of the half
+    st, _ = parse_pipeline(WITH).run(g, slow0, PlanState())
+    f = st.stats["fewer"]
+    assert "skipped" not in f and f["devices"] == 2
+    assert st.assignment[g.pinned >= 0].tolist() == [0]
+    sub = sub_cluster(slow0, keep)
+    half, _ = parse_pipeline(WITHOUT).run(g, sub, PlanState())
+    assert simulate(g, slow0, st.assignment).makespan_us <= \
+        simulate(g, slow0, keep[half.assignment]).makespan_us + 1e-6
+    # a pin to device 3, the half's index 1: renumbered on a copy, the graph itself unchanged
     c = Cluster(tuple(Device(f"d{i}", None, s) for i, s in enumerate((2.0, 1.0, 1.0, 2.0))))
     pinned = tiny([("a", 1.0), ("b", 1.0, 0, {"pinned": 3})], [("a", "b")])
-    st = Fewer()(pinned, c, PlanState(assignment=np.full(2, 3, np.int64)))
-    assert st.stats["fewer"]["skipped"] == "a node is pinned to device 3, which is device 1 of the 2 fastest " \
-                                           "(pins keep their index)"
-    keep = np.array([0, 1, 3])
-    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1})], []), keep) is None
-    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 1}), ("b", 1.0, 0, {"pinned": 3})], []), keep) == 3
-    assert misplaced_pin(tiny([("a", 1.0, 0, {"pinned": 7})], []), keep) == 7
+    keep = half_with_pins(pinned, c, 0.5)
+    assert keep.tolist() == [0, 3]
+    assert pins_within(pinned, keep).pinned.tolist() == [-1, 1] and pinned.pinned.tolist() == [-1, 3]
+    st = Fewer()(pinned, c, PlanState(assignment=np.array([1, 3], np.int64)))     # a slow start, over the bound
+    assert "skipped" not in st.stats["fewer"] and st.starts
+    for _, dev in st.starts:
+        assert dev[1] == 3
+    # a pin outside the faster half takes the place of its slowest device
+    assert half_with_pins(tiny([("a", 1.0, 0, {"pinned": 2})], []), c, 0.5).tolist() == [0, 2]
+    assert half_with_pins(tiny([("a", 1.0, 0, {"pinned": 1}), ("b", 1.0, 0, {"pinned": 2})], []), c,
+                          0.5).tolist() == [1, 2]
 
 
 def test_in_a_pipeline_it_runs_the_passes_before_it_with_their_options():
