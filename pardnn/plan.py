@@ -248,10 +248,10 @@ class DevicePlan:
             return "unlimited memory"
         return "/".join(format_bytes(m) if m is not None else "unlimited" for m in distinct)
 
-    def verdict(self) -> str | None:
+    def verdict(self) -> str:
         """The answer in one line: the fewest devices that fit and the fastest count, or that none fits (and the
-        least memory found); None when nothing was searched and no count fits. `pardnn plan` prints it under its
-        table, and its page shows it above the figure."""
+        least memory found, or with ``--no-search`` how to find it). `pardnn plan` prints it under its table, and
+        its page shows it above the figure."""
         fitting = [r for r in self.rows if r.fits and r.speedup is not None]
         if fitting:
             fewest = fitting[0]
@@ -262,7 +262,7 @@ class DevicePlan:
         if not any(r.available for r in self.rows):
             return "no count asked for has as many devices as the graph's pins need; ask for more with --devices"
         if not self.settings.search:
-            return None
+            return f"no device count fits {self.memory_text()}; leave out --no-search for the least memory that does"
         found = [r.min_memory_bytes for r in self.rows if r.min_memory_bytes is not None]
         return f"no device count fits {self.memory_text()}" + (
             f"; the least memory found is {format_bytes(min(found))} per device" if found else "")

@@ -87,6 +87,10 @@ def test_plan_table_fit_and_no_fit():
     assert r.exit_code == 0, r.output
     row = json.loads(r.stdout)["rows"][0]
     assert row["fits"] is False and row["placements"] == 0 and "below the lower bound" in row["note"]
+    # without --json, the answer line says so too (with --no-search it printed none when nothing fit)
+    r = run("plan", GNMT, "--memory", "100MiB", "--devices", "1..2", "--no-search")
+    assert r.exit_code == 0, r.output
+    assert "no device count fits 100.00 MiB; leave out --no-search for the least memory that does" in r.output
 
 
 def test_plot_png_and_html(tmp_path):
