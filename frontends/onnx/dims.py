@@ -74,6 +74,12 @@ def resolve_dims(graph: onnx.GraphProto, dims: Mapping[str, int], batch_size: in
                              f"{key!r} (its dynamic dimensions: {have})")
         if int(value) < 1:
             raise InputError(f"{path}: --dim {key}={value}: a dimension must be at least 1")
+    for d in dyn:      # a named dimension also given by its input and axis: the second value was dropped
+        axis_key = f"{d.tensor}:{d.axis}"
+        if d.param and d.param in dims and axis_key in dims and int(dims[axis_key]) != int(dims[d.param]):
+            raise InputError(f"{path}: --dim {d.param}={dims[d.param]} and --dim {axis_key}={dims[axis_key]} "
+                             f"disagree on dimension {d.param!r} (axis {d.axis} of input {d.tensor!r}); give "
+                             "one of them")
     if batch_size is not None:
         for d in dyn:
             key = next((k for k in (d.param, f"{d.tensor}:{d.axis}") if k in dims), None) if d.axis == 0 else None

@@ -206,6 +206,11 @@ def test_no_output_replaces_the_external_data_of_an_onnx_input(tmp_path, models)
                                 "of input 'input_ids'); give one of them"),
     ({"input_ids:0": 4, "seq": 8}, 8, "--dim input_ids:0=4 and --batch-size 8 disagree on the batch dimension "
                                       "'batch' (axis 0 of input 'input_ids'); give one of them"),
+    # a named dimension also given by input and axis (one of the two was dropped without a word)
+    ({"seq": 8, "input_ids:1": 16}, 4, "--dim seq=8 and --dim input_ids:1=16 disagree on dimension 'seq' (axis 1 of "
+                                       "input 'input_ids'); give one of them"),
+    ({"batch": 4, "input_ids:0": 8, "seq": 16}, None, "--dim batch=4 and --dim input_ids:0=8 disagree on dimension "
+                                                      "'batch' (axis 0 of input 'input_ids')"),
 ])
 def test_unresolved_dynamic_dimensions_are_named(models, dims, batch, message):
     with pytest.raises(InputError) as err:
