@@ -7,6 +7,10 @@ Roofline (`node_flops`, `node_bytes_moved`, then `pardnn.frontends.roofline.op_t
 * ``Conv`` (and the quantised forms): 2 x output elements x (Cin / group) x kernel taps, plus the bias;
   ``ConvTranspose``: 2 x input elements x (Cout / group) x kernel taps;
 * ``Einsum``: `pardnn.frontends.roofline.einsum_flops` over the equation;
+* ``LSTM``, ``GRU``, ``RNN`` (and onnxruntime-training's ``LSTMTraining``, ``GRUTraining``, ``LSTMGrad``,
+  ``GRUGrad``): `_recurrent`, the gates' products over every step, direction and batch row, timed as that
+  many steps one after another (each one launch, with its share of the FLOPs and bytes); ``GridSample``:
+  the taps its mode reads per output element;
 * attention ops (com.microsoft ``Attention`` with its QKV projection, ``MultiHeadAttention``,
   ``GroupQueryAttention``, ONNX ``Attention``): `pardnn.frontends.roofline.attention_flops`;
 * element-wise and normalisation ops: `pardnn.frontends.roofline.ELEMENTWISE_FLOPS` per output element;
@@ -151,6 +155,44 @@ def _attention(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float
     return 0.0
 
 
+_RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1, "LSTMTraining": 4, "GRUTraining": 3, "LSTMGrad": 4, "GRUGrad": 3}
+"""Gates of each recurrent op (ONNX ``LSTM``/``GRU``/``RNN``, onnxruntime-training's forward and gradient ops)."""
+_RECURRENT_PER_UNIT = {4: 10, 3: 9, 1: 2}
+"""Element-wise FLOPs per hidden unit per step besides the matrix products, by gates: an LSTM's three
+sigmoids, two tanh and the cell update, a GRU's two sigmoids, tanh, reset product and blend, an RNN's add
+and activation (counted as `pardnn.frontends.roofline.ELEMENTWISE_FLOPS` counts an activation: one each)."""
+
+
+def _recurrent(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
+    """``LSTM``/``GRU``/``RNN(X, W, R, B, ...)``: per step, direction and batch row, the gates' two products
+    ``2 x gates x hidden x (input + hidden)``, the biases ``2 x gates x hidden`` where ``B`` is given, and
+    `_RECURRENT_PER_UNIT` per hidden unit; a gradient op (``LSTMGrad``, ``GRUGrad``) twice the products (the
+    inputs' and the weights' gradients) and the rest once. ``X`` is ``[seq, batch, input]``, or ``[batch,
+    seq, input]`` with ``layout=1`` (ONNX ops only)."""
+    x = _shape(tensors, node.input[0])
+    w = _shape(tensors, node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if x is None or w is None or len(x) != 3 or len(w) != 3:
+        return 0.0
+    gates = _RECURRENT_GATES[node.op_type]
+    dirs, gh, inp = w
+    hidden = int(_attr(node, "hidden_size", 0) or gh // gates)
+    seq, batch = (x[1], x[0]) if node.domain in ("", "ai.onnx") and _attr(node, "layout", 0) else (x[0], x[1])
+    products = 2.0 * gates * hidden * (inp + hidden)
+    bias = 2.0 * gates * hidden if len(node.input) > 3 and node.input[3] else 0.0
+    if node.op_type.endswith("Grad"):
+        products *= 2
+    return float(seq * batch * dirs) * (products + bias + _RECURRENT_PER_UNIT[gates] * hidden)
+
+
+def _grid_sample(node: onnx.NodeProto, out: tuple[int, ...] | None) -> float:
+    """``GridSample``: per output element, the taps its mode reads (nearest 1, linear 4 per spatial axis pair,
+    cubic 16) times a multiply and an add, plus the grid's coordinate arithmetic (4)."""
+    mode = _attr(node, "mode", b"linear")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    taps = {"nearest": 1, "cubic": 16, "bicubic": 16}.get(mode, 4)
+    return float(_numel(out) * (2 * taps + 4))
+
+
 def node_flops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
     """Floating-point operations of one node (see the module docstring for the rules)."""
     op = node.op_type
@@ -175,6 +217,10 @@ def node_flops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float
         return _attention(node, tensors)
     if op == "ConvGrad":
         return _conv_grad(node, tensors)
+    if op in _RECURRENT_GATES and (node.domain in ("", "ai.onnx") or op not in ("LSTM", "GRU", "RNN")):
+        return _recurrent(node, tensors)
+    if op == "GridSample":
+        return _grid_sample(node, out)
     if op in _REDUCE:
         return float(_numel(_shape(tensors, node.input[0])))
     if op in _POOL:
@@ -218,7 +264,21 @@ def roofline_time_us(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
         body_us, body_flops = body_cost(node, tensors, profile, values or {})
         return own + body_us, body_flops
     flops = node_flops(node, tensors)
+    steps = _recurrent_steps(node, tensors) if flops else 0
+    if steps > 1:   # one step after another, each a launch: the step's share of the FLOPs and the bytes
+        return steps * roofline.op_time_us(flops / steps, node_bytes_moved(node, tensors) / steps, profile), flops
     return roofline.op_time_us(flops, node_bytes_moved(node, tensors), profile), flops
+
+
+def _recurrent_steps(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> int:
+    """The time steps a recurrent op (`_RECURRENT_GATES`) runs one after another (0 for any other op)."""
+    if node.op_type not in _RECURRENT_GATES or (node.op_type in ("LSTM", "GRU", "RNN")
+                                                and node.domain not in ("", "ai.onnx")):
+        return 0
+    x = _shape(tensors, node.input[0])
+    if x is None or len(x) != 3:
+        return 0
+    return int(x[1] if node.domain in ("", "ai.onnx") and _attr(node, "layout", 0) else x[0])
 
 
 # ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 from collections import ChainMap
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,10 +27,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from pardnn.errors import InputError
+from pardnn.errors import InputError, MissingDependencyError
 
 from ..common import one_line
-from .training_ops import training_rule
+from .training_ops import ORT_STANDARD_DOMAIN_OPS, training_rule
 
 log = logging.getLogger("pardnn.frontends.onnx")
 
@@ -353,6 +354,17 @@ class Inferred(NamedTuple):
     """The small values known before running: weights, ``Constant`` nodes, folded shape arithmetic."""
 
 
+_UNREGISTERED = re.compile(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op")
+
+
+def _training_only(message: str) -> bool:
+    """Whether onnxruntime refused a model for an op that only onnxruntime-training has (a com.microsoft
+    op, or one of its ops in the standard domain)."""
+    m = _UNREGISTERED.search(message)
+    return m is not None and (m.group(1) == "com.microsoft" or m.group(1) in ("", "ai.onnx") and (
+        m.group(2) in ORT_STANDARD_DOMAIN_OPS or m.group(2).endswith("Grad")))
+
+
 def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> Inferred:
     """Static shapes of every value; writes them into ``model``'s value infos (see `Inferred` for what it returns).
 
@@ -392,9 +404,12 @@ def infer_tensors(model: onnx.ModelProto, path: Path, *, run_fallback=None) -> I
         except Exception as exc:
             t, i = missing[0]
             n = model.graph.node[i]
-            raise InputError(f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape "
-                             f"after ONNX shape inference, and running the model to measure it failed: "
-                             f"{one_line(exc)}") from None
+            what = f"{path}: tensor {t!r} (output of node {n.name!r}, {n.op_type}) has no static shape after ONNX " \
+                   "shape inference, and running the model to measure it failed"
+            if _training_only(str(exc)):
+                raise MissingDependencyError(f"{what}: the model has ops this onnxruntime lacks; install "
+                                             f"onnxruntime-training to read it ({one_line(exc)})") from None
+            raise InputError(f"{what}: {one_line(exc)}") from None
         known.update(got)
         measured = tuple(sorted(got))
         missing = _missing(model, known)

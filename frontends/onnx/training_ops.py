@@ -52,6 +52,13 @@ _GRAD_OF_INPUTS = {"ConvGrad": (1, 2, None), "BatchNormalizationGrad": (1, 2, 2)
                    "SoftmaxCrossEntropyLossGrad": (1,), "SoftmaxCrossEntropyLossInternalGrad": (1,)}
 
 
+#: onnxruntime-training's recurrent ops (com.microsoft; ``X`` is ``[seq, batch, input]``): what each output
+#: holds: every step's hidden (or cell) state ``[seq, directions, batch, hidden]`` ("all"), the last one
+#: ``[directions, batch, hidden]`` ("last"), or every step's gates ``[seq, directions, batch, gates x hidden]``
+#: (LSTM's ``iofc``, GRU's ``zrh``).
+_RNN_TRAINING = {"LSTMTraining": ("all", "last", "last", "all", "gates"), "GRUTraining": ("all", "last", "gates")}
+
+
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool) -> tuple[int, ...]:
     """Shape of a (batched, broadcasting) matrix product, with optional transposes of the last two axes."""
     if len(a) < 2 or len(b) < 2:
@@ -71,6 +78,8 @@ def _op_rule(n: onnx.NodeProto, j: int, ins: list, producers: Mapping[str, onnx.
     * `_GRAD_OF_INPUTS`: each gradient like the input it differentiates (``ConvGrad``'s ``dB`` one value
       per output channel, ``W``'s axis 0);
     * ``MaxPoolGrad(dY, Indices) -> dX``: like the input of the ``MaxPool`` that made ``Indices``;
+    * ``LSTMTraining`` and ``GRUTraining(X, W, R, ...)``: `_RNN_TRAINING`, sized by ``X`` and
+      ``hidden_size`` (else ``R``'s last axis);
     * ``SoftmaxCrossEntropyLossInternal(logits, labels, ...) -> loss, log_prob``: ``log_prob`` like
       ``logits``; ``loss`` a scalar, or like ``labels`` with ``reduction="none"``.
     """
@@ -99,6 +108,19 @@ def _op_rule(n: onnx.NodeProto, j: int, ins: list, producers: Mapping[str, onnx.
         if x is not None and ins and ins[0] is not None:
             return ins[0].elem_type, x.shape
         return None
+    if op in _RNN_TRAINING and ins and ins[0] is not None and len(ins[0].shape) == 3:
+        seq, batch = ins[0].shape[0], ins[0].shape[1]
+        hidden = next((a.i for a in n.attribute if a.name == "hidden_size"), 0)
+        if not hidden and len(ins) > 2 and ins[2] is not None and len(ins[2].shape) == 3:
+            hidden = ins[2].shape[2]                      # R: [directions, gates x hidden, hidden]
+        if not hidden:
+            return None
+        dirs = 2 if next((a.s for a in n.attribute if a.name == "direction"), b"forward") == b"bidirectional" else 1
+        kinds = _RNN_TRAINING[op]
+        if j >= len(kinds):
+            return None
+        width = {"all": hidden, "last": hidden}.get(kinds[j], hidden * (4 if op == "LSTMTraining" else 3))
+        return ins[0].elem_type, ((dirs, batch, width) if kinds[j] == "last" else (seq, dirs, batch, width))
     if op == "SoftmaxCrossEntropyLossInternal" and len(ins) > 1 and ins[0] is not None:
         if j == 1:
             return ins[0].elem_type, ins[0].shape

@@ -82,6 +82,82 @@ def test_mlp_roofline_costs_by_hand(models):
     assert g.meta["cost_model"] == "roofline (v100)"
 
 
+def _recurrent_model(op, *, seq, batch, inp, hidden, layout=0, direction="forward"):
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    dirs = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in
+            (("W", (dirs, gates * hidden, inp)), ("R", (dirs, gates * hidden, hidden)),
+             ("B", (dirs, 2 * gates * hidden)))]
+    x_shape = [batch, seq, inp] if layout else [seq, batch, inp]
+    node = helper.make_node(op, ["x", "W", "R", "B"], ["y"], name="rnn", hidden_size=hidden, layout=layout,
+                            direction=direction)
+    y_shape = [batch, seq, dirs, hidden] if layout else [seq, dirs, batch, hidden]
+    graph = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], init)
+    return make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op, layout, direction", [("LSTM", 0, "forward"), ("GRU", 1, "bidirectional"),
+                                                   ("RNN", 0, "reverse")])
+def test_recurrent_ops_count_their_gates_products_over_every_step(tmp_path, op, layout, direction):
+    """ONNX LSTM, GRU and RNN counted no FLOPs (an LSTM of 2.1 GFLOP cost less than a MatMul of 0.27 next to
+    it, where onnxruntime's profile had it at 7.4x): now each step's gate products, biases and element-wise
+    work, timed as the steps one after another."""
+    seq, batch, inp, hidden = 6, 2, 3, 5
+    gates, per_unit = {"LSTM": (4, 10), "GRU": (3, 9), "RNN": (1, 2)}[op]
+    dirs = 2 if direction == "bidirectional" else 1
+    path = save(_recurrent_model(op, seq=seq, batch=batch, inp=inp, hidden=hidden, layout=layout,
+                                 direction=direction), tmp_path / "rnn.onnx")
+    g = load_onnx(path, FrontendOptions(device_profile="v100"))
+    v = g.id("rnn")
+    flops = seq * batch * dirs * (2 * gates * hidden * (inp + hidden) + 2 * gates * hidden + per_unit * hidden)
+    assert g.node_extra[v]["flops"] == flops
+    moved = 4 * (seq * batch * inp + dirs * gates * hidden * (inp + hidden) + dirs * 2 * gates * hidden
+                 + seq * dirs * batch * hidden)
+    p = roofline.get_profile("v100")
+    assert g.time_us[v] == pytest.approx(seq * roofline.op_time_us(flops / seq, moved / seq, p))
+    assert g.time_us[v] > seq * p.launch_us
+    if not layout:      # the shapes above are onnxruntime's (its CPU kernels refuse layout=1)
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        assert sess.run(None, {"x": np.zeros([seq, batch, inp], np.float32)})[0].shape == (seq, dirs, batch, hidden)
+
+
+def test_onnxruntime_trainings_recurrent_ops_are_sized_without_it():
+    """``pardnn info`` on a PyTorch LSTM's training artifacts needed onnxruntime-training to measure
+    ``LSTMTraining``'s outputs (exit 3 otherwise); they are sized from ``X`` and ``hidden_size`` (the shapes
+    onnxruntime-training 1.19.2 measured: all states [seq, dirs, batch, hidden], the gates 4 x hidden)."""
+    from types import SimpleNamespace
+
+    from pardnn.frontends.onnx.training_ops import training_rule
+    f = TensorProto.FLOAT
+    known = {"x": SimpleNamespace(elem_type=f, shape=(10, 4, 16)), "R": SimpleNamespace(elem_type=f, shape=(1, 128, 32))}
+    lstm = helper.make_node("LSTMTraining", ["x", "W", "R"], ["hall", "ht", "ct", "cells", "iofc"],
+                            domain="com.microsoft", hidden_size=32, direction="forward")
+    got = [training_rule(lstm, j, known) for j in range(5)]
+    assert got == [(f, (10, 1, 4, 32)), (f, (1, 4, 32)), (f, (1, 4, 32)), (f, (10, 1, 4, 32)), (f, (10, 1, 4, 128))]
+    gru = helper.make_node("GRUTraining", ["x", "W", "R"], ["hall", "ht", "zrh"], domain="com.microsoft",
+                           direction="bidirectional")        # no hidden_size: R's last axis
+    known["R"] = SimpleNamespace(elem_type=f, shape=(2, 96, 32))
+    assert [training_rule(gru, j, known) for j in range(3)] == [(f, (10, 2, 4, 32)), (f, (2, 4, 32)),
+                                                                 (f, (10, 2, 4, 96))]
+
+
+def test_a_tensor_only_onnxruntime_training_can_size_says_it_needs_it(tmp_path):
+    """Measuring a value that only an onnxruntime-training op makes failed with exit 3 and onnxruntime's
+    message; it is the missing dependency (exit 6), as ``run`` says for training graphs."""
+    from pardnn.errors import MissingDependencyError
+    node = helper.make_node("GRUGrad", ["x", "x", "x"], ["odd"], name="g", domain="com.microsoft")
+    relu = helper.make_node("Relu", ["odd"], ["y"], name="r")
+    graph = helper.make_graph([node, relu], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    model = make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = save(model, tmp_path / "t.onnx")
+    with pytest.raises(MissingDependencyError, match=r"t.onnx: tensor 'odd' \(output of node 'g', GRUGrad\) has no "
+                                                      r"static shape .* install onnxruntime-training to read it"):
+        prepare(path)
+
+
 def _intermediate_arrays(path, feeds):
     """Run the model in onnxruntime with every node output exposed: {value name: array}."""
     m = onnx.load(str(path))
