@@ -31,6 +31,7 @@ see the same node names and the same static shapes:
 from __future__ import annotations
 
 import functools
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,6 +296,24 @@ def unique_node_names(nodes) -> list[str]:
 # the entry point
 # ---------------------------------------------------------------------------
 
+def _warn_unsized_batch(g: onnx.GraphProto, batch_size: int, p: Path) -> None:
+    """``--batch-size`` where no input has a named dynamic axis 0 sizes nothing (as the TensorFlow frontend
+    says): a warning naming the inputs' shapes, unless it is some input's fixed leading dimension."""
+    inits = {t.name for t in g.initializer}
+    shapes = []
+    for vi in g.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        shapes.append((vi.name, [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                                 for d in vi.type.tensor_type.shape.dim]))
+    if any(dims and dims[0] == batch_size for _, dims in shapes):
+        return
+    fixed = ", ".join(f"{name} [{', '.join(str(d) for d in dims)}]" for name, dims in shapes) or "none"
+    logging.getLogger("pardnn.frontends.onnx").warning(
+        "%s: --batch-size %d sizes nothing: no input has a named dynamic first dimension (inputs: %s); ignored",
+        p, batch_size, fixed)
+
+
 def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_size: int | None = None,
             measure_unknown: bool = True) -> PreparedModel:
     """Read, check, name, fix dimensions and infer shapes (see the module docstring).
@@ -316,6 +335,8 @@ def prepare(path: str | Path, *, dims: Mapping[str, int] | None = None, batch_si
         n.name = name
     values = resolve_dims(g, dims or {}, batch_size, p)
     batch = batch_size if batch_size is not None and sizes_a_batch(g) else None
+    if batch_size is not None and batch is None:
+        _warn_unsized_batch(g, batch_size, p)
     fix_dims(model, values)
     fallback = functools.partial(measure_shapes, base_dir=p.parent) if measure_unknown else None
     shapes = infer_tensors(model, p, run_fallback=fallback)

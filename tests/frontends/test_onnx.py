@@ -294,6 +294,25 @@ def test_unresolved_dynamic_dimensions_are_named(models, dims, batch, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_batch_size_that_sizes_nothing_is_said(tmp_path, caplog):
+    """On a model with fixed input shapes ``--batch-size`` was ignored without a word (the TensorFlow frontend
+    warns); quiet where it is an input's fixed leading dimension, or where it sizes a dynamic one."""
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    graph = helper.make_graph([node], "fixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])])
+    path = save(make_model(graph), tmp_path / "fixed.onnx")
+    with caplog.at_level("WARNING", logger="pardnn.frontends.onnx"):
+        prepare(path, batch_size=8)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: --batch-size 8 sizes nothing: no input has a named dynamic first dimension (inputs: x [4, 5]); "
+        "ignored"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pardnn.frontends.onnx"):
+        prepare(path, batch_size=4)
+        prepare(REPO / "sample_graphs" / "onnx_mlp.onnx", batch_size=8)
+    assert not caplog.records
+
+
 def test_unnamed_dimension_needs_input_axis_not_the_batch_size(tmp_path):
     node = helper.make_node("Relu", ["x"], ["y"], name="r")
     graph = helper.make_graph([node], "anon", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 5])],
