@@ -302,15 +302,22 @@ def frontend_flags(fmt=None, signature=None, profile_steps=0, batch_size=None, d
     return words
 
 
+MAX_DIM = 2**31 - 1
+"""The largest ``--dim`` value (a larger one made a tensor beyond `pardnn.ir.MAX_BYTES`, blamed on a node)."""
+
+
 def make_frontend_options(name=None, signature=None, profile_steps=0, batch_size=None, dims=(),
                           device_profile="h100", keep_unexecuted=False) -> FrontendOptions:
     parsed = {}
     for item in dims:
         key, sep, value = item.partition("=")
-        if not sep or not key or not (value.strip().isascii() and value.strip().isdigit()):   # not "²", "١"
+        digits = value.strip().removeprefix("-")
+        if not sep or not key or not (digits.isascii() and digits.isdigit()):   # not "²", "١"
             raise click.BadParameter(f"expected NAME=VALUE with an integer value, got {item!r}", param_hint="--dim")
         if int(value) < 1:
             raise click.BadParameter(f"a dimension must be at least 1, got {item!r}", param_hint="--dim")
+        if int(value) > MAX_DIM:
+            raise click.BadParameter(f"a dimension must be at most {MAX_DIM:,}, got {item!r}", param_hint="--dim")
         key = key.strip()
         if parsed.get(key, int(value)) != int(value):
             raise click.BadParameter(f"{key} is given twice, as {parsed[key]} and {int(value)}", param_hint="--dim")

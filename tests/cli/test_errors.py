@@ -270,6 +270,9 @@ def test_unknown_method_is_a_usage_error(small_graph):
 @pytest.mark.parametrize("args, message", [
     (["info", "g.json", "--device-profile", "h200"], "Invalid value for '--device-profile': 'h200' is not one of"),
     (["info", "g.json", "--dim", "batch=0"], "Invalid value for --dim: a dimension must be at least 1"),
+    (["info", "g.json", "--dim", "seq=-3"], "Invalid value for --dim: a dimension must be at least 1"),
+    (["info", "g.json", "--dim", "seq=99999999999"], "Invalid value for --dim: a dimension must be at most "
+                                                     "2,147,483,647"),
     # a review: "²" was an internal error (int() refuses what isdigit() takes), "١" read as 1
     (["info", "g.json", "--dim", "seq=\u00b2"], "Invalid value for --dim: expected NAME=VALUE with an integer"),
     (["info", "g.json", "--dim", "seq=\u0661"], "Invalid value for --dim: expected NAME=VALUE with an integer"),
