@@ -120,7 +120,9 @@ def function_model(fn, specs, args=None, *, name: str, source: str, source_forma
         flat_args = [np.asarray(v) for v in tf.nest.flatten(args)]
         feed_values = {f.name: v for f, v in zip(feeds, flat_args)}
     fetches = tuple(t.name for t in tf.nest.flatten(cf.outputs))
-    targets = tuple(op.name for op in cf.graph.control_outputs)
+    # by name: the function's control outputs are a set, in another order from one process to the next (the
+    # graph file's `targets` differed between two imports of one model)
+    targets = tuple(sorted(op.name for op in cf.graph.control_outputs))
     keep = [f.node for f in feeds] + [t.split(":")[0] for t in fetches] + list(targets)
     with substage("inlining functions"):
         flat, inlined = flatten(graph_def, keep, where=where)

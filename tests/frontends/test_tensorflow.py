@@ -739,3 +739,11 @@ def test_profile_charges_the_executors_overhead_per_execution(mlp_profiled):
     assert min(prof.time_us.values()) >= prof.op_overhead_us - 1e-9
     total_ms = g.time_us.sum() / 1e3
     assert 0.5 * min(prof.untraced_step_ms) <= total_ms <= 1.5 * max(prof.untraced_step_ms)
+
+
+def test_a_keras_steps_targets_are_in_name_order(lstm_model):
+    """The step's control outputs (the variable updates) came in the order of a set, another from one
+    import to the next, so two imports of one model wrote different graph files (a review: `targets`
+    shuffled, nodes and edges the same). They are sorted by name."""
+    targets = list(lstm_model.targets)
+    assert len(targets) > 3 and targets == sorted(targets)
