@@ -33,6 +33,8 @@ pins need is reported as unavailable, K=1 included (its step stays the reference
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import re
 import time
@@ -306,10 +308,14 @@ def _peak(sched) -> int:
 def plan_devices(g: OpGraph, cluster: Cluster, settings: PlanSettings = PlanSettings(), *,
                  progress: Progress | None = None) -> DevicePlan:
     """The plan over ``settings.counts``: ``cluster`` has at least the largest count of devices, and its
-    capacities are the given memory (each K uses its first K devices)."""
+    capacities are the given memory (each K uses its first K devices). With the default counts (1 to 8) a
+    smaller cluster plans up to its own size, as ``pardnn plan --cluster`` does."""
     progress = progress or Progress.off()
+    if settings.counts == DEFAULT_DEVICES and cluster.num_devices < max(DEFAULT_DEVICES):
+        settings = dataclasses.replace(settings, counts=tuple(range(1, cluster.num_devices + 1)))
     if max(settings.counts) > cluster.num_devices:
-        raise ValueError(f"the cluster has {cluster.num_devices} devices, fewer than {max(settings.counts)}")
+        raise ValueError(f"the cluster has {cluster.num_devices} devices, fewer than {max(settings.counts)} "
+                         f"(the largest of PlanSettings.counts)")
     t0 = time.perf_counter()
     first = cluster.devices[0]
     with progress.stage("simulating the graph on one device"):

@@ -81,6 +81,17 @@ def test_lower_bound_is_below_every_fit():
         assert r.lower_bound_bytes <= r.min_memory_bytes <= 7000
 
 
+def test_the_default_counts_stop_at_a_smaller_clusters_size():
+    """``plan_devices(g, Cluster.homogeneous(4, ...))`` raised "fewer than 8" (the default counts are 1..8),
+    where ``pardnn plan --cluster`` caps them; counts given explicitly are still checked."""
+    g = tiny([("a", 10, 1000), ("b", 5, 1000), ("c", 5, 1000), ("d", 1, 1000)],
+             [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+    plan = plan_devices(g, Cluster.homogeneous(4), PlanSettings(search=False))
+    assert [r.k for r in plan.rows] == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="the cluster has 4 devices, fewer than 6"):
+        plan_devices(g, Cluster.homogeneous(4), PlanSettings(counts=(2, 6)))
+
+
 def test_pins_make_small_counts_unavailable():
     g = tiny([("a", 10, 1000), ("b", 5, 1000, {"pinned": 2}), ("c", 1, 1000)], [("a", "b"), ("b", "c")])
     plan = plan_devices(g, Cluster.homogeneous(3, memory_bytes=10_000), PlanSettings(counts=(1, 2, 3)))
