@@ -112,6 +112,11 @@ def _load(p: Path):
             raise InputError(f"{p}: the Keras model uses {missing.group(1)!r}, a class or function of its own "
                              "code that Keras cannot rebuild without it; load the model in Python with that "
                              "code imported and give it to pardnn.frontends.tensorflow.import_keras") from None
+        if "safe_mode" in str(exc):    # a Lambda layer's Python code: Keras's advice names a loader argument
+            raise InputError(f"{p}: the Keras model holds Python code (a Lambda layer) that Keras loads only "
+                             "with safe_mode=False; if you trust the file, load it in Python with "
+                             "keras.saving.load_model(path, safe_mode=False) and give the model to "
+                             "pardnn.frontends.tensorflow.import_keras") from None
         raise InputError(f"{p}: not a loadable Keras model ({first_line(exc)})") from None
 
 

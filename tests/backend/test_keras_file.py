@@ -278,6 +278,10 @@ def _save_with_own_layer(tmp_path, class_name: str):
                        "reads it from: the file is damaged, or not written by Keras)"),
     ("own layer of a Keras name", "the Keras model uses 'Attention', a class or function of its own code"),
     ("lookup table", "lookup.keras: the train step captures a resource"),
+    # Keras's own advice ("pass `safe_mode=False` to the loading function") is none a command-line user can take
+    ("lambda", "lambda.keras: the Keras model holds Python code (a Lambda layer) that Keras loads only with "
+               "safe_mode=False; if you trust the file, load it in Python with keras.saving.load_model(path, "
+               "safe_mode=False) and give the model to pardnn.frontends.tensorflow.import_keras"),
 ])
 def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
     if case in ("custom layer", "own layer of a Keras name"):
@@ -293,6 +297,12 @@ def test_keras_file_errors_are_one_line(files, tmp_path, case, expect):
         m.compile("adam", "mse")
         m.save(tmp_path / "lookup.keras")
         args = [tmp_path / "lookup.keras", "--batch-size", "4"]
+    elif case == "lambda":
+        m = keras.Sequential([keras.Input((3,), batch_size=4), keras.layers.Lambda(lambda x: x * 2.0),
+                              keras.layers.Dense(1)])
+        m.compile("adam", "mse")
+        m.save(tmp_path / "lambda.keras")
+        args = [tmp_path / "lambda.keras"]
     elif case == "no batch":
         args = [files / "mlp.keras"]
     elif case == "damaged config":      # a built-in class said to be the user's own code (a review)
