@@ -34,7 +34,6 @@ pins need is reported as unavailable, K=1 included (its step stays the reference
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import re
 import time

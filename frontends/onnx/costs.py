@@ -163,20 +163,34 @@ sigmoids, two tanh and the cell update, a GRU's two sigmoids, tanh, reset produc
 and activation (counted as `pardnn.frontends.roofline.ELEMENTWISE_FLOPS` counts an activation: one each)."""
 
 
+def _is_recurrent(node: onnx.NodeProto) -> bool:
+    """An op of `_RECURRENT_GATES` (the ONNX ``LSTM``, ``GRU`` and ``RNN`` in the standard domain only)."""
+    return node.op_type in _RECURRENT_GATES and (node.domain in ("", "ai.onnx")
+                                                 or node.op_type not in ("LSTM", "GRU", "RNN"))
+
+
+def _seq_batch(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> tuple[int, int] | None:
+    """A recurrent op's (steps, batch rows) from ``X``: ``[seq, batch, input]``, or ``[batch, seq, input]``
+    with ``layout=1`` (ONNX ops only); None where ``X`` is not sized as that."""
+    x = _shape(tensors, node.input[0])
+    if x is None or len(x) != 3:
+        return None
+    return (x[1], x[0]) if node.domain in ("", "ai.onnx") and _attr(node, "layout", 0) else (x[0], x[1])
+
+
 def _recurrent(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float:
     """``LSTM``/``GRU``/``RNN(X, W, R, B, ...)``: per step, direction and batch row, the gates' two products
     ``2 x gates x hidden x (input + hidden)``, the biases ``2 x gates x hidden`` where ``B`` is given, and
     `_RECURRENT_PER_UNIT` per hidden unit; a gradient op (``LSTMGrad``, ``GRUGrad``) twice the products (the
-    inputs' and the weights' gradients) and the rest once. ``X`` is ``[seq, batch, input]``, or ``[batch,
-    seq, input]`` with ``layout=1`` (ONNX ops only)."""
-    x = _shape(tensors, node.input[0])
+    inputs' and the weights' gradients) and the rest once (steps and rows: `_seq_batch`)."""
+    sb = _seq_batch(node, tensors)
     w = _shape(tensors, node.input[1]) if len(node.input) > 1 and node.input[1] else None
-    if x is None or w is None or len(x) != 3 or len(w) != 3:
+    if sb is None or w is None or len(w) != 3:
         return 0.0
     gates = _RECURRENT_GATES[node.op_type]
     dirs, gh, inp = w
     hidden = int(_attr(node, "hidden_size", 0) or gh // gates)
-    seq, batch = (x[1], x[0]) if node.domain in ("", "ai.onnx") and _attr(node, "layout", 0) else (x[0], x[1])
+    seq, batch = sb
     products = 2.0 * gates * hidden * (inp + hidden)
     bias = 2.0 * gates * hidden if len(node.input) > 3 and node.input[3] else 0.0
     if node.op_type.endswith("Grad"):
@@ -217,7 +231,7 @@ def node_flops(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> float
         return _attention(node, tensors)
     if op == "ConvGrad":
         return _conv_grad(node, tensors)
-    if op in _RECURRENT_GATES and (node.domain in ("", "ai.onnx") or op not in ("LSTM", "GRU", "RNN")):
+    if _is_recurrent(node):
         return _recurrent(node, tensors)
     if op == "GridSample":
         return _grid_sample(node, out)
@@ -264,21 +278,11 @@ def roofline_time_us(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo],
         body_us, body_flops = body_cost(node, tensors, profile, values or {})
         return own + body_us, body_flops
     flops = node_flops(node, tensors)
-    steps = _recurrent_steps(node, tensors) if flops else 0
-    if steps > 1:   # one step after another, each a launch: the step's share of the FLOPs and the bytes
+    sb = _seq_batch(node, tensors) if flops and _is_recurrent(node) else None
+    if sb is not None and sb[0] > 1:   # one step after another, each a launch, with its share of FLOPs and bytes
+        steps = int(sb[0])
         return steps * roofline.op_time_us(flops / steps, node_bytes_moved(node, tensors) / steps, profile), flops
     return roofline.op_time_us(flops, node_bytes_moved(node, tensors), profile), flops
-
-
-def _recurrent_steps(node: onnx.NodeProto, tensors: Mapping[str, TensorInfo]) -> int:
-    """The time steps a recurrent op (`_RECURRENT_GATES`) runs one after another (0 for any other op)."""
-    if node.op_type not in _RECURRENT_GATES or (node.op_type in ("LSTM", "GRU", "RNN")
-                                                and node.domain not in ("", "ai.onnx")):
-        return 0
-    x = _shape(tensors, node.input[0])
-    if x is None or len(x) != 3:
-        return 0
-    return int(x[1] if node.domain in ("", "ai.onnx") and _attr(node, "layout", 0) else x[0])
 
 
 # ---------------------------------------------------------------------------

@@ -55,8 +55,9 @@ _GRAD_OF_INPUTS = {"ConvGrad": (1, 2, None), "BatchNormalizationGrad": (1, 2, 2)
 #: onnxruntime-training's recurrent ops (com.microsoft; ``X`` is ``[seq, batch, input]``): what each output
 #: holds: every step's hidden (or cell) state ``[seq, directions, batch, hidden]`` ("all"), the last one
 #: ``[directions, batch, hidden]`` ("last"), or every step's gates ``[seq, directions, batch, gates x hidden]``
-#: (LSTM's ``iofc``, GRU's ``zrh``).
-_RNN_TRAINING = {"LSTMTraining": ("all", "last", "last", "all", "gates"), "GRUTraining": ("all", "last", "gates")}
+#: (LSTM's ``iofc``, GRU's ``zrh``); with the op's gates.
+_RNN_TRAINING = {"LSTMTraining": (4, ("all", "last", "last", "all", "gates")),
+                 "GRUTraining": (3, ("all", "last", "gates"))}
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool) -> tuple[int, ...]:
@@ -116,10 +117,10 @@ def _op_rule(n: onnx.NodeProto, j: int, ins: list, producers: Mapping[str, onnx.
         if not hidden:
             return None
         dirs = 2 if next((a.s for a in n.attribute if a.name == "direction"), b"forward") == b"bidirectional" else 1
-        kinds = _RNN_TRAINING[op]
+        gates, kinds = _RNN_TRAINING[op]
         if j >= len(kinds):
             return None
-        width = {"all": hidden, "last": hidden}.get(kinds[j], hidden * (4 if op == "LSTMTraining" else 3))
+        width = gates * hidden if kinds[j] == "gates" else hidden
         return ins[0].elem_type, ((dirs, batch, width) if kinds[j] == "last" else (seq, dirs, batch, width))
     if op == "SoftmaxCrossEntropyLossInternal" and len(ins) > 1 and ins[0] is not None:
         if j == 1:

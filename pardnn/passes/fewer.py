@@ -38,6 +38,7 @@ to device 0, and on a cluster whose device 0 is slow the pass never ran.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -78,7 +79,8 @@ def half_with_pins(g: OpGraph, cluster: Cluster, share: float) -> np.ndarray | N
     pins = np.unique(g.pinned[g.pinned >= 0])
     if pins.size > half.size:
         return None
-    others = [int(d) for d in device_order(cluster) if d not in set(pins.tolist())]
+    pinned = set(pins.tolist())
+    others = [int(d) for d in device_order(cluster) if int(d) not in pinned]
     return np.sort(np.concatenate([pins, np.asarray(others[:half.size - pins.size], dtype=np.int64)]))
 
 
@@ -87,7 +89,6 @@ def pins_within(g: OpGraph, keep: np.ndarray) -> OpGraph:
     device): the graph the sub-cluster of ``keep`` is placed with. ``g`` itself where nothing changes."""
     if not (g.pinned >= 0).any() or np.array_equal(keep, np.arange(keep.size)):
         return g
-    import dataclasses
     pinned = g.pinned.copy()
     on = pinned >= 0
     pinned[on] = np.searchsorted(keep, pinned[on])
