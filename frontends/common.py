@@ -1,9 +1,12 @@
-"""Helpers shared by the importers: robust averaging of profiled samples, an error's text on one line."""
+"""Helpers shared by the importers: robust averaging of profiled samples, an error's text on one line, the
+range an integer input's values may take."""
 
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -127,3 +130,43 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     if len(text) > limit:
         text = text[:limit - 3].rstrip() + "..."
     return text or type(exc).__name__
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """An integer input's values are drawn in ``[0, high)``; ``why`` says which op limits them."""
+
+    high: int
+    why: str
+
+
+def smallest_limit(start: Any, uses: Callable[[Any], Iterable[tuple[Any, int]]],
+                   limit: Callable[[Any, int], tuple[int | None, str] | None],
+                   moved: Callable[[Any, int], Iterable[Any]], key: Callable[[Any], Hashable] = lambda v: v
+                   ) -> IndexRange | None:
+    """The smallest limit an op puts on the values of ``start`` or of values that hold them, breadth first.
+
+    ``uses(value)``: its ``(op, input position)`` uses; ``limit(op, i)``: the exclusive upper limit the op puts
+    on that input and what it is, else None; ``moved(op, i)``: the op's outputs that hold that input's values
+    unchanged (none where it computes with them); ``key``: a value's identity.
+
+    >>> edges = {"ids": [("cast", 0)], "c": [("gather", 1), ("onehot", 0)]}
+    >>> smallest_limit("ids", lambda v: edges.get(v, ()),
+    ...                lambda op, i: {"gather": (30, "30 rows"), "onehot": (8, "depth 8")}.get(op),
+    ...                lambda op, i: ["c"] if op == "cast" else [])
+    IndexRange(high=8, why='depth 8')
+    """
+    best: IndexRange | None = None
+    seen = {key(start)}
+    queue = deque([start])
+    while queue:
+        value = queue.popleft()
+        for op, i in uses(value):
+            found = limit(op, i)
+            if found is not None and found[0] is not None and found[0] > 0 and (best is None or found[0] < best.high):
+                best = IndexRange(int(found[0]), found[1])
+            for y in moved(op, i):
+                if key(y) not in seen:
+                    seen.add(key(y))
+                    queue.append(y)
+    return best

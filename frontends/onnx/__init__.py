@@ -116,7 +116,7 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
     if opts.profile_steps > 0:
         t0 = time.perf_counter()
         try:
-            times = profile_times(_weights_loaded(pm), feeds_for(pm.model, pm.tensors), opts.profile_steps)
+            times = profile_times(_weights_loaded(pm), feeds_for(pm.model, pm.tensors, ranges=pm.index_ranges()), opts.profile_steps)
         except RuntimeFailure as exc:
             if pm.is_training:
                 raise MissingDependencyError(

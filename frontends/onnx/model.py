@@ -44,6 +44,7 @@ from pardnn.errors import InputError
 
 from ..common import one_line
 from .dims import fix_dims, resolve_dims, sizes_a_batch
+from .inputs import IndexRange, index_ranges
 from .runtime import measure_shapes
 from .shapes import TensorInfo, element_size, infer_tensors
 from .training_ops import ORT_STANDARD_DOMAIN_OPS, STATE_UPDATE_OPS
@@ -92,6 +93,10 @@ class PreparedModel:
         """Graph inputs a run must feed (inputs that are not initializers)."""
         inits = self.initializer_names
         return [i.name for i in self.graph.input if i.name not in inits]
+
+    def index_ranges(self) -> dict[str, IndexRange]:
+        """The values each integer feed may take, where the model limits them (`inputs.index_ranges`)."""
+        return index_ranges(self.graph, self.feed_names, self.tensors, self.constants)
 
     @property
     def is_training(self) -> bool:

@@ -7,8 +7,8 @@
   memory, with graph optimisations off by default so that nodes map 1:1 to
   kernels; models over protobuf's 2 GiB limit go through a temporary file
   with external data;
-* `example_feeds` makes deterministic inputs: normal floats, zero integers
-  (always valid indices), false booleans.
+* `example_feeds` makes deterministic inputs: normal floats, integers drawn
+  over their index ranges (`pardnn.frontends.onnx.inputs`), else ones, false booleans.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -118,28 +118,46 @@ def _one_line(exc: BaseException) -> str:
     return text[:400] if text else type(exc).__name__
 
 
-def example_feeds(inputs: Sequence[tuple[str, int, Sequence[int]]], seed: int = 0) -> dict[str, np.ndarray]:
+def example_feeds(inputs: Sequence[tuple[str, int, Sequence[int]]], seed: int = 0,
+                  ranges: Mapping[str, Any] | None = None, fill: int = 1) -> dict[str, np.ndarray]:
     """Deterministic values for ``(name, elem_type, shape)`` inputs.
 
-    >>> f = example_feeds([("x", TensorProto.FLOAT, [2]), ("ids", TensorProto.INT64, [3])])
-    >>> f["x"].dtype.name, f["ids"].tolist()
-    ('float32', [0, 0, 0])
+    Floats are standard normal draws; an integer input with an entry in ``ranges`` (an
+    `pardnn.frontends.onnx.inputs.IndexRange`, or its ``high``) is drawn uniformly in ``[0, high)`` from a
+    generator of its own (so the others' draws do not move); other integers are ``fill``: 1 by default (an
+    attention mask that keeps every position, a count or a scale that changes nothing: zeros masked every
+    token of a Hugging Face model), 0 where any index must be valid; booleans False.
+
+    >>> f = example_feeds([("x", TensorProto.FLOAT, [2]), ("mask", TensorProto.INT64, [3])])
+    >>> f["x"].dtype.name, f["mask"].tolist()
+    ('float32', [1, 1, 1])
+    >>> bool(example_feeds([("ids", TensorProto.INT64, [6])], ranges={"ids": 3})["ids"].max() < 3)
+    True
     """
     rng = np.random.default_rng(seed)
+    ranges = ranges or {}
     out = {}
-    for name, elem_type, shape in inputs:
+    for position, (name, elem_type, shape) in enumerate(inputs):
         dtype = helper.tensor_dtype_to_np_dtype(elem_type)
+        high = getattr(ranges.get(name), "high", ranges.get(name))
         if np.issubdtype(dtype, np.floating):
             out[name] = rng.standard_normal(tuple(shape)).astype(dtype)
         elif dtype == np.dtype(object):
             out[name] = np.full(tuple(shape), "", dtype=object)
+        elif high is not None and np.issubdtype(dtype, np.integer):
+            draw = np.random.default_rng([seed, 7, position]).integers(0, int(high), size=tuple(shape))
+            out[name] = draw.astype(dtype)
+        elif np.issubdtype(dtype, np.integer):
+            out[name] = np.full(tuple(shape), fill, dtype=dtype)
         else:
             out[name] = np.zeros(tuple(shape), dtype=dtype)
     return out
 
 
-def feeds_for(model: onnx.ModelProto, tensors: Mapping | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Example feeds for the graph inputs of ``model`` (shapes from ``tensors`` or the inputs' own)."""
+def feeds_for(model: onnx.ModelProto, tensors: Mapping | None = None, seed: int = 0,
+              ranges: Mapping[str, Any] | None = None, fill: int = 1) -> dict[str, np.ndarray]:
+    """Example feeds for the graph inputs of ``model`` (shapes from ``tensors`` or the inputs' own; ``ranges``
+    and ``fill``: see `example_feeds`)."""
     inits = {t.name for t in model.graph.initializer}
     specs = []
     for vi in model.graph.input:
@@ -151,7 +169,7 @@ def feeds_for(model: onnx.ModelProto, tensors: Mapping | None = None, seed: int 
             continue
         tt = vi.type.tensor_type
         specs.append((vi.name, tt.elem_type, [d.dim_value for d in tt.shape.dim]))
-    return example_feeds(specs, seed)
+    return example_feeds(specs, seed, ranges, fill)
 
 
 def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
@@ -176,7 +194,7 @@ def measure_shapes(model: onnx.ModelProto, names: Sequence[str], *, base_dir: Pa
     m = with_outputs(model, names)
     onnx.external_data_helper.load_external_data_for_model(m, str(base_dir))
     sess = make_session(m)
-    feeds = feeds_for(m)
+    feeds = feeds_for(m, fill=0)      # no ranges known yet: zeros are valid indices of any table
     try:
         values = sess.run(list(names), feeds)
     except Exception as exc:

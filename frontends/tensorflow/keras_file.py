@@ -10,7 +10,9 @@ optimizer, which is all `keras_train_step` needs besides one batch:
   left out: they do not change the weights.
 * **the batch** is made here, deterministically (one seeded generator): a
   floating-point input is drawn from a normal distribution, an integer
-  input (token ids) from {0, 1}, a string input from {"0", "1"}; a label has the output's shape and dtype,
+  input (token ids) uniformly over the values the step takes (an
+  embedding's rows: `pardnn.frontends.tensorflow.inputs`; {0, 1} where the
+  step sets no limit), a string input from {"0", "1"}; a label has the output's shape and dtype,
   drawn in [0, 1), except for sparse categorical losses, whose labels are
   class indices (the output's shape less its last axis, int32) in
   [0, classes), and ``categorical_crossentropy``, whose labels are one-hot.
@@ -35,8 +37,10 @@ from pardnn.errors import InputError
 from pardnn.progress import substage
 
 from ..common import first_line
+from ._tf import tf
 from .keras_step import keras_train_step
 from .model import TFModel
+from .profile import with_index_draws
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 """File names `read_keras_file` reads."""
@@ -76,7 +80,12 @@ def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: st
     # --batch-size sized the step where it filled a batch dimension the model leaves open (one it fixes
     # refuses another value, above)
     open_batch = any(list(t.shape)[:1] == [None] for t in list(model.inputs) + list(model.outputs))
-    return _replace(tfm, source=str(p), extra_meta=meta, batch_size=batch_size if open_batch else None)
+    # integer inputs (token ids) over the values the step takes (an embedding's rows), not just 0 and 1;
+    # the step's feeds are x's leaves, then y's (whose labels already span the classes)
+    x_feeds = [f.name for f in tfm.feeds[:len(tf.nest.flatten(batch[0]))]]
+    values = with_index_draws(tfm, dict(tfm.feed_values or {}), None, names=x_feeds)
+    return _replace(tfm, source=str(p), extra_meta=meta, batch_size=batch_size if open_batch else None,
+                    feed_values=values)
 
 
 def _replace(tfm: TFModel, **changes) -> TFModel:
@@ -212,7 +221,11 @@ def _dims(shape, what: str, batch_size: int | None, where: str) -> tuple[int, ..
 
 
 def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
-    """One deterministic ``(x, y)`` batch that fits ``model``'s inputs and ``loss``'s labels."""
+    """One deterministic ``(x, y)`` batch that fits ``model``'s inputs and ``loss``'s labels.
+
+    Integer inputs are 0 or 1 here; once the step is traced, `read_keras_file` redraws those the step uses as
+    indices over all the values they may take (`pardnn.frontends.tensorflow.inputs`).
+    """
     inputs = list(getattr(model, "inputs", None) or [])
     outputs = list(getattr(model, "outputs", None) or [])
     if not inputs or not outputs:

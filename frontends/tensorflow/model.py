@@ -50,6 +50,8 @@ class Feed:
     """TensorFlow dtype name (``float32``, ``int64``, ...)."""
     shape: tuple[int | None, ...] | None
     """Static shape; None entries are unknown dimensions, None itself an unknown rank."""
+    arg: str = ""
+    """The signature's name for it (a SavedModel signature's input key), when it has one."""
 
     @property
     def node(self) -> str:

@@ -9,7 +9,10 @@ model's values where they are known (a Keras model's, a SavedModel's
 checkpoint) and from deterministic draws otherwise (normal, scale 0.05, for
 floating point; zeros for integers and booleans). Feeds are the batch given
 to the Keras API, or deterministic draws of the same kinds, with unknown
-dimensions from ``--batch-size``.
+dimensions from ``--batch-size``, but integer inputs used as indices (an
+embedding's token ids, a loss's labels) are drawn uniformly over the values
+they may take (`pardnn.frontends.tensorflow.inputs.index_ranges`) and other
+integer inputs are 1 (an attention mask keeps every position).
 
 One warm-up step runs untraced; then ``N`` steps run with
 ``RunOptions(trace_level=FULL_TRACE)`` and each step's
@@ -48,7 +51,7 @@ import logging
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -58,8 +61,9 @@ from pardnn.progress import note, substage
 from ..common import error_node, first_line, robust_average
 from ._tf import config_pb2, tf
 from .colocation import VARIABLE_OPS
+from .inputs import IndexRange, index_ranges
 from .model import TFModel
-from .shapes import format_shape, import_graph, with_batch
+from .shapes import format_shape, import_graph, with_batch, without_back_edges
 
 log = logging.getLogger("pardnn.frontends.tensorflow")
 
@@ -119,19 +123,54 @@ def _concrete(shape, fill: int | None, what: str) -> tuple[int, ...]:
 
 
 def feed_values(model: TFModel, batch_size: int | None) -> dict[str, np.ndarray]:
-    """The batch to feed: the model's own, else deterministic draws."""
+    """The batch to feed: the model's own, else deterministic draws (integers in their `index_ranges`, else 1)."""
     if model.feed_values:
         return dict(model.feed_values)
     rng = np.random.default_rng(1)
     out = {}
+    shapes = {}
     for f in model.feeds:
         dtype = tf.dtypes.as_dtype(f.dtype)
         if dtype.base_dtype in (tf.string, tf.variant, tf.resource):
             raise InputError(f"{model.source}: input {f.name!r} is a {dtype.name} tensor; a profiled run "
                              "cannot make up its value (import without --profile)")
-        shape = _concrete(f.shape, batch_size, f"{model.source}: input {f.name!r}")
-        out[f.name] = _draw(rng, dtype, shape)
-    return out
+        shapes[f.name] = _concrete(f.shape, batch_size, f"{model.source}: input {f.name!r}")
+        out[f.name] = _draw(rng, dtype, shapes[f.name])
+        if dtype.is_integer:        # a mask that keeps every position, a count or scale that changes nothing
+            out[f.name] = np.ones_like(out[f.name])
+    return with_index_draws(model, out, batch_size, names=shapes)
+
+
+def input_ranges(model: TFModel, batch_size: int | None, *, names: Iterable[str] | None = None
+                 ) -> dict[str, IndexRange]:
+    """The `index_ranges` of ``model``'s integer inputs (of ``names``, default all), by input name."""
+    chosen = None if names is None else set(names)
+    wanted = [f.name for f in model.feeds if (chosen is None or f.name in chosen)
+              and tf.dtypes.as_dtype(f.dtype).is_integer]
+    if not wanted:
+        return {}
+    # imported again without the loops' back edges: their shapes (a recurrent layer's output, the logits
+    # after it) are lost otherwise (`without_back_edges`)
+    graph = import_graph(without_back_edges(with_batch(model.graph_def, model.feeds, batch_size)),
+                         where=model.source or model.name)
+    return index_ranges(graph, wanted)
+
+
+def with_index_draws(model: TFModel, values: dict[str, np.ndarray], batch_size: int | None, *,
+                     names: Iterable[str]) -> dict[str, np.ndarray]:
+    """``values`` with the integer inputs of ``names`` redrawn in their `index_ranges` (uniformly, a generator
+    seeded by the input's position, so other inputs' draws do not move); inputs with no known range keep theirs."""
+    ranges = input_ranges(model, batch_size, names=names)
+    position = {f.name: i for i, f in enumerate(model.feeds)}
+    for f in model.feeds:
+        r = ranges.get(f.name)
+        if r is None:
+            continue
+        old = np.asarray(values[f.name])
+        draw = np.random.default_rng([7, position[f.name]]).integers(0, r.high, size=old.shape)
+        values[f.name] = draw.astype(old.dtype)
+        log.info("%s: input %r drawn in [0, %d): %s", model.source or model.name, f.name, r.high, r.why)
+    return values
 
 
 def _initializer(graph, model: TFModel, values: Mapping[str, np.ndarray], batch_size: int | None):

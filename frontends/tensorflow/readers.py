@@ -105,7 +105,7 @@ def read_savedmodel(directory: str | Path, signature: str | None = None, *, name
         if not info.name:
             raise InputError(f"{where}: signature {key!r} input {arg!r} is not a plain tensor (composite inputs "
                              "are not supported)")
-        feeds.append(Feed(info.name, tf.dtypes.as_dtype(info.dtype).name, _dims(info.tensor_shape)))
+        feeds.append(Feed(info.name, tf.dtypes.as_dtype(info.dtype).name, _dims(info.tensor_shape), arg))
     for arg, info in sorted(sig.outputs.items()):
         if not info.name:
             raise InputError(f"{where}: signature {key!r} output {arg!r} is not a plain tensor")

@@ -47,7 +47,7 @@ from ..frontends.onnx.runtime import example_feeds, make_session, provider_label
 from ..ir import OpGraph
 from ..machine import simulate
 from ..placement import Placement, check_batch_size, check_costs, load_placement
-from .common import check_devices, default_cluster
+from .common import check_devices, checked_inputs, default_cluster, read_inputs
 
 
 @dataclass(frozen=True)
@@ -357,7 +357,8 @@ def _compare_arrays(want, have, *, rtol: float, atol: float) -> tuple[bool, floa
 def run_placement(model: str | Path, placement: str | Path | Placement, *,
                   cluster: Cluster | Callable[[Placement], Cluster] | None = None,
                   options: FrontendOptions | None = None, steps: int = 5, seed: int = 0, rtol: float = 1e-4,
-                  atol: float = 1e-5, threads: int | None = 1) -> RunReport:
+                  atol: float = 1e-5, threads: int | None = 1,
+                  inputs: str | Path | Mapping[str, np.ndarray] | None = None) -> RunReport:
     """Split ``model`` along ``placement``, run it as a pipeline, and check it against the whole model.
 
     ``cluster`` may be a function of the placement (the command line builds
@@ -365,20 +366,30 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     means the placement's devices, unlimited memory and default links.
     ``threads`` is the intra-op thread count of every session (1 by
     default: each CPU "device" is one core, and the whole model gets the
-    same so that the two timings compare).
+    same so that the two timings compare). ``inputs``: the batch to feed (arrays by input name, or a ``.npz``
+    file of them, `pardnn.backend.common.read_inputs`) instead of the deterministic draws of ``seed``.
     """
+    given, source = (read_inputs(inputs), str(inputs)) if isinstance(inputs, (str, Path)) else (inputs, "inputs")
     try:
         return _run_placement(model, placement, cluster=cluster, options=options, steps=steps, seed=seed, rtol=rtol,
-                              atol=atol, threads=threads)
+                              atol=atol, threads=threads, given=given, source=source)
     except RuntimeFailure as exc:    # onnxruntime's words name the node, not the file
         raise naming(model, exc) from None
 
 
-def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, atol, threads) -> RunReport:
+def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, atol, threads, given=None,
+                   source="inputs") -> RunReport:
     opts = options or FrontendOptions()
     if steps < 1:
         raise ValueError("steps must be at least 1")
     pm = prepare(model, dims=opts.dims, batch_size=opts.batch_size)
+    spec = [(t, pm.tensors[t].elem_type, pm.tensors[t].shape) for t in pm.feed_names]
+    ranges = pm.index_ranges()
+    if given is not None:
+        feeds = checked_inputs(given, [(t, helper.tensor_dtype_to_np_dtype(e), s) for t, e, s in spec], source,
+                               ranges=ranges)
+    else:
+        feeds = example_feeds(spec, seed, ranges)
     g = graph_from_prepared(pm, opts)
     pl = placement if isinstance(placement, Placement) else load_placement(placement, g)
     where = str(placement if not isinstance(placement, Placement) else model)
@@ -409,8 +420,6 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
                                          f"gradient kernels, which this onnxruntime lacks ({exc})") from None
         raise
 
-    spec = [(t, pm.tensors[t].elem_type, pm.tensors[t].shape) for t in pm.feed_names]
-    feeds = example_feeds(spec, seed)
     out_names = [o.name for o in pm.graph.output]
     expected = dict(zip(out_names, _run(whole, out_names, feeds, "the whole model")))
     whole_samples = []

@@ -21,13 +21,15 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
+
+import numpy as np
 
 from ..cluster import Cluster
 from ..errors import InputError, MissingDependencyError, PlacementError
 from ..frontends import FrontendOptions
 from ..placement import Placement, check_batch_size, check_costs, load_placement
-from .common import check_devices, placement_device_count
+from .common import check_devices, checked_inputs, placement_device_count, read_inputs
 from .tf_cluster import LocalCluster, Pinning, TFClusterSpec, check_reachable, cluster_devices, devices_per_task, \
     read_cluster_spec
 from .tf_devices import ClusterTarget, LocalTarget, map_devices
@@ -78,13 +80,16 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
                   noise_factor: float | None = None, local_cluster: int | None = None,
                   cluster_spec: str | Path | None = None,
                   device_kind: str = "auto", soft_placement: bool = False, timeout_s: float = 600.0,
-                  write: str | Path | None = None, trace: bool = False, pinning: Pinning | None = None):
+                  write: str | Path | None = None, trace: bool = False, pinning: Pinning | None = None,
+                  inputs: str | Path | Mapping[str, np.ndarray] | None = None):
     """Import ``model``, run it along ``placement`` where asked, check it; the `TFRunReport`.
 
     ``write``: also write the placed model there (``.pb``/``.pbtxt``, or a
     directory for a SavedModel input) with the devices the run used.
     ``trace``: keep the predicted and measured timelines (``TFRunReport.trace``).
     ``pinning``: with ``local_cluster``, each task on cores of its own (`tf_cluster.Pinning`).
+    ``inputs``: the batch to feed instead of the model's own or made-up one: arrays by input name, or a ``.npz``
+    file of them (`pardnn.backend.common.read_inputs`).
     ``noise_factor``: how far beyond ``rtol``/``atol`` results may differ, in
     units of a perturbed single-device run's spread (None: the default,
     `pardnn.backend.equivalence.NOISE_FACTOR`; 0: elementwise only).
@@ -97,9 +102,11 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
         raise InputError("pinning applies to a local cluster only (pardnn serve --cores pins a task of yours)")
     opts = options or FrontendOptions()
     spec = read_cluster_spec(cluster_spec) if cluster_spec else None
+    given, source = (read_inputs(inputs), str(inputs)) if isinstance(inputs, (str, Path)) else (inputs, "inputs")
     k = None if isinstance(placement, Placement) else placement_device_count(placement)
     try:
         from ..frontends.tensorflow import import_tensorflow
+        from ..frontends.tensorflow.profile import input_ranges
         from . import tf_run
     except ImportError as exc:
         raise MissingDependencyError(f"{model}: running TensorFlow models needs the 'tf' extra "
@@ -116,7 +123,11 @@ def run_placement(model: str | Path, placement: str | Path | Placement, *,
     cl = cluster(pl) if callable(cluster) else cluster
     if cl is not None:
         check_devices(imp.graph, pl, cl, where)     # before the servers start and the steps run
-    common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size,
+    batch = None
+    if given is not None:
+        batch = checked_inputs(given, tf_run.feed_specs(imp.model, opts.batch_size), source,
+                               tf_run.feed_aliases(imp.model), input_ranges(imp.model, opts.batch_size))
+    common = dict(cluster=cl, steps=steps, rtol=rtol, atol=atol, batch_size=opts.batch_size, inputs=batch,
                   soft_placement=soft_placement, timeout_s=timeout_s, model_name=str(model), trace=trace)
     if noise_factor is not None:
         common["noise_factor"] = noise_factor

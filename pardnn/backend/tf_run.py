@@ -60,7 +60,7 @@ from ..frontends.tensorflow.shapes import import_graph, with_batch
 from ..ir import OpGraph
 from ..machine import simulate, single_device_peak
 from ..placement import Placement
-from .common import check_devices, default_cluster
+from .common import check_devices, checked_inputs, default_cluster
 from .equivalence import NOISE_FACTOR, NOISE_SEED, Comparison, compare_tensors, perturbed, stack_steps
 from .tf_checks import (PlacementCheck, SendRecvCount, check_step_stats, compare_transfers, count_send_recv,
                         is_real_device, reconcile_fused, traced_names)
@@ -176,6 +176,20 @@ class StepProgram:
     init_feeds: Mapping
     reads: Mapping[str, Any]
     """A tensor reading each variable, on the variable's device, by variable node name."""
+
+
+def feed_specs(model: TFModel, batch_size: int | None = None) -> list[tuple[str, Any, tuple | None]]:
+    """``(name, numpy dtype, shape)`` of each input of ``model``, open dimensions ``batch_size`` (else None)."""
+    out = []
+    for f in model.feeds:
+        shape = None if f.shape is None else tuple(batch_size if d is None else d for d in f.shape)
+        out.append((f.name, np.dtype(tf.dtypes.as_dtype(f.dtype).as_numpy_dtype), shape))
+    return out
+
+
+def feed_aliases(model: TFModel) -> dict[str, str]:
+    """Other names of ``model``'s inputs, to the tensor names: a SavedModel signature's keys."""
+    return {f.arg: f.name for f in model.feeds if f.arg}
 
 
 def starting_values(model: TFModel, batch_size: int | None = None) -> dict[str, np.ndarray]:
@@ -452,6 +466,11 @@ class TFRunReport:
     timeline: tuple[tuple[tuple[str, int, int], ...], ...] = field(default=(), repr=False)
     """Per placement device: the traced step's ops of the graph there as ``(name, start, duration)`` in
     microseconds from the step's first op (`measured_timeline`); `to_dict`'s ``measured_timeline``."""
+    variables_updated: int = 0
+    """Variables the step writes (an assign or an optimizer's apply op takes their handle)."""
+    variables_unchanged: tuple[str, ...] = ()
+    """Of those, the ones the single-device run left exactly as they started: their update was zero (a zero
+    gradient: every token masked, a branch the loss does not reach), so matching them checks nothing behind it."""
     trace: Mapping[str, Any] | None = field(default=None, repr=False)
     """With ``run_placed(..., trace=True)``: the predicted and the measured (traced step) timelines as one
     Chrome trace-event object (`pardnn.report.trace`); not part of `to_dict`."""
@@ -488,7 +507,8 @@ class TFRunReport:
             "transfers_only_simulated": self.transfers_only_simulated, "transfers_fused": self.transfers_fused,
             "outputs_match": self.outputs_match, "max_output_diff": self.max_output_diff,
             "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
-            "variables_compared": self.variables_compared,
+            "variables_compared": self.variables_compared, "variables_updated": self.variables_updated,
+            "variables_unchanged": list(self.variables_unchanged),
             "criterion": self.criterion, "rtol": self.rtol, "atol": self.atol, "noise_factor": self.noise_factor,
             "noise_reference": self.noise_reference, "max_output_ratio": _json_ratio(self.max_output_ratio),
             "max_variable_ratio": _json_ratio(self.max_variable_ratio), "mismatched": self.mismatched,
@@ -573,8 +593,12 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
                session_target: str = "", cluster: Cluster | None = None, steps: int = 5, rtol: float = 1e-4,
                atol: float = 1e-5, noise_factor: float = NOISE_FACTOR, noise: str = "auto",
                batch_size: int | None = None, soft_placement: bool = False, timeout_s: float | None = 600.0,
-               model_name: str = "", trace: bool = False) -> TFRunReport:
+               model_name: str = "", trace: bool = False,
+               inputs: Mapping[str, np.ndarray] | None = None) -> TFRunReport:
     """Run ``imp``'s step along ``placement`` and check it (see the module docstring).
+
+    ``inputs``: the batch to feed, by input name (`pardnn.backend.common.checked_inputs`); by default the
+    model's own batch, else deterministic draws (`feed_values`).
 
     ``target`` says where the devices are: None means this host (its GPUs
     when it has one per placement device, else logical CPUs); a
@@ -606,7 +630,10 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     config = session_config(cpus=cpus, soft_placement=soft_placement, timeout_s=timeout_s,
                             isolate=mode == "cluster")
     values = starting_values(model, batch_size)
-    batch = feed_values(model, batch_size)
+    if inputs is not None:
+        batch = checked_inputs(inputs, feed_specs(model, batch_size), f"{where}: inputs", feed_aliases(model))
+    else:
+        batch = feed_values(model, batch_size)
 
     one = Assignment({n: (assignment.device[n] if is_host_op(g, g.index[n]) else devices[0]) for n in g.names},
                      assignment.host_ops, ())
@@ -626,6 +653,9 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     outputs = dict(zip(g.names, np.diff(g.port_ptr).tolist()))
     only_tf, only_sim, fused = reconcile_fused(only_tf, only_sim, outputs, traced_names(run.metadata.step_stats))
     counts = np.bincount(effective, minlength=placement.num_devices)
+    written = written_variables(model.graph_def)
+    unchanged = tuple(v for v in written if v in ref.variables and v in values
+                      and np.array_equal(np.asarray(ref.variables[v]), np.asarray(values[v])))
     failed = rc.outputs.failed() + rc.variables.failed()
     return TFRunReport(
         model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
@@ -645,9 +675,35 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
         mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
         memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref),
+        variables_updated=len(written), variables_unchanged=unchanged,
         busy_us=measured_busy_us(run.metadata.step_stats, devices, frozenset(g.names)),
         timeline=measured_timeline(run.metadata.step_stats, devices, frozenset(g.names)),
         trace=_trace(g, sched, devices, run, where) if trace else None)
+
+
+#: Op types that write the variable whose handle is their first input.
+_WRITES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter", "Apply", "SparseApply", "Scatter")
+
+
+def written_variables(graph_def) -> tuple[str, ...]:
+    """The variable nodes of ``graph_def`` that some op writes (assigns, optimizer applies, scatters), sorted.
+
+    A handle is followed back through ``Identity``/``Enter``/``Switch`` to its ``VarHandleOp`` (or ref ``Variable``).
+    """
+    nodes = {n.name: n for n in graph_def.node}
+    out = set()
+    for n in graph_def.node:
+        if not n.op.startswith(_WRITES) or not n.input:
+            continue
+        src = nodes.get(split_tensor_name(n.input[0].lstrip("^"))[0])
+        hops = 0
+        while src is not None and src.op in ("Identity", "Enter", "Switch", "RefEnter", "RefSwitch",
+                                             "RefIdentity") and src.input and hops < 64:
+            src = nodes.get(split_tensor_name(src.input[0].lstrip("^"))[0])
+            hops += 1
+        if src is not None and src.op in VARIABLE_OPS:
+            out.add(src.name)
+    return tuple(sorted(out))
 
 
 def measured_busy_us(step_stats, devices: Sequence[str], names: frozenset) -> tuple[float, ...]:

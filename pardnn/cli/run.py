@@ -86,6 +86,7 @@ def _tf_table(r) -> str:
         f"(max |difference| {r.max_output_diff:.3g}), {r.variables_compared} variables after them "
         f"(max |difference| {r.max_variable_diff:.3g})",
         f"{'':21}{_criterion_line(r)}",
+        *_updated_line(r),
         _fits_line(r),
         f"transfers            simulated {r.simulated_transfers} ({r.simulated_feed_transfers} from feeds)",
         f"_Send/_Recv pairs    {sr.pairs}: {sr.data} data, {sr.feed} feed, {sr.fetch} fetch, {sr.control} control"
@@ -109,6 +110,18 @@ def _tf_table(r) -> str:
     for m in pc.moved[:5]:
         lines.append(f"moved: {m[0]} placed on {m[1]}, ran on {m[2]}")
     return "\n".join(lines)
+
+
+def _updated_line(r) -> list[str]:
+    """How many of the variables the step writes it changed; the ones it left as they started are named."""
+    n, same = r.variables_updated, r.variables_unchanged
+    if not n:
+        return []
+    line = f"variables updated    {n - len(same)} of {n} changed by the steps"
+    if same:
+        line += (f"; {len(same)} came out as they started (a zero update, e.g. {same[0]!r}), so the match says "
+                 "nothing about the ops behind their gradients (masked or unused inputs?)")
+    return [line]
 
 
 def _memory_lines(m) -> list[str]:
@@ -188,6 +201,10 @@ def _criterion_line(r) -> str:
 @click.option("--trace", "trace_path", type=OUTPUT_FILE,
               help="TensorFlow: also write the predicted and the measured (traced step) timelines here as Chrome "
                    "trace-event JSON (Perfetto, chrome://tracing): a track per device, and per link predicted.")
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False, readable=False), metavar="FILE.npz",
+              help="Feed this batch: a NumPy .npz (np.savez) with one array per model input, named as the input "
+                   "(TensorFlow's 'x:0' may be 'x'). [default: the model's own batch, else made-up inputs: "
+                   "normal floats, integers over the rows or classes they index]")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object: predicted_us, measured_us, outputs_match, ...")
 @click.pass_context
@@ -195,7 +212,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
             device_prefix, fmt, signature, profile_steps, batch_size, dims, device_profile, keep_unexecuted,
             steps: int, rtol: float, atol: float, noise_factor, local_cluster, cluster_spec, device_kind,
             soft_placement, timeout_s, write_path, trace_path, pin: bool, cores_per_task, intra_op_threads,
-            inter_op_threads: int, as_json: bool) -> None:
+            inter_op_threads: int, inputs_path, as_json: bool) -> None:
     """Run MODEL along PLACEMENT on real devices; check it against one device and time it.
 
     \b
@@ -230,6 +247,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
       pardnn run model_dir p.json --local-cluster 2 --pin --steps 10
       pardnn run model_dir p.json --cluster-spec cluster.json --write placed_model/
       pardnn run model.onnx p.json --dim seq=16 --batch-size 2 --profile 5 --json
+      pardnn run model_dir p.json --inputs batch.npz
     """
     if local_cluster and cluster_spec:
         raise click.UsageError("give either --local-cluster or --cluster-spec, not both")
@@ -249,11 +267,11 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
             raise click.UsageError(f"{used[0]} applies to TensorFlow models only")
     pinning = pinning_from(local_cluster, pin, cores_per_task, intra_op_threads, inter_op_threads)
     if write_path:
-        refuse_overwrite(write_path, *input_files(model), placement)
+        refuse_overwrite(write_path, *input_files(model), placement, inputs_path)
         check_writable(write_path, directory_ok=True)
         _check_new_directory(write_path)
     if trace_path:
-        refuse_overwrite(trace_path, *input_files(model), placement, cluster_path)
+        refuse_overwrite(trace_path, *input_files(model), placement, cluster_path, inputs_path)
         check_writable(trace_path)
         distinct_outputs(write_path, trace_path)
     _check_batch_size(placement, batch_size)
@@ -273,7 +291,7 @@ def run_cmd(ctx: click.Context, model: str, placement: str, cluster_path, device
                      trace=bool(trace_path), pinning=pinning)
     with ctx.obj["progress"].stage(f"running {model} along {placement}"):
         report = backend.run_placement(model, placement, cluster=cluster_for, options=opts, steps=steps,
-                                       rtol=rtol, atol=atol, **extra)
+                                       rtol=rtol, atol=atol, inputs=inputs_path, **extra)
     if trace_path:
         write_json(trace_path, report.trace)
     check_interrupt()   # a Ctrl-C that something swallowed: no result printed (as no file written)
