@@ -47,7 +47,7 @@ def test_a_batch_that_does_not_fit_the_inputs_is_refused_naming_the_file_and_inp
 
 
 def test_the_same_input_given_twice_is_refused():
-    with pytest.raises(InputError, match="input 'tokens:0' is given twice"):
+    with pytest.raises(InputError, match="input 'tokens:0' is given twice, as 'tokens' and 'tokens:0'"):
         checked_inputs({"tokens": np.ones((1, 6)), "tokens:0": np.ones((1, 6))}, SPECS, "b.npz")
 
 

@@ -72,6 +72,7 @@ from .. import roofline
 from ..options import FrontendOptions
 from .convert import to_graph
 from .costs import profile_times, roofline_time_us, uncounted_loops
+from .inputs import logged
 from .model import PreparedModel, TensorInfo, prepare
 from .runtime import feeds_for
 
@@ -116,7 +117,8 @@ def graph_from_prepared(pm: PreparedModel, options: FrontendOptions | None = Non
     if opts.profile_steps > 0:
         t0 = time.perf_counter()
         try:
-            times = profile_times(_weights_loaded(pm), feeds_for(pm.model, pm.tensors, ranges=pm.index_ranges()), opts.profile_steps)
+            feeds = feeds_for(pm.model, pm.tensors, ranges=logged(pm.index_ranges(), pm.path))
+            times = profile_times(_weights_loaded(pm), feeds, opts.profile_steps)
         except RuntimeFailure as exc:
             if pm.is_training:
                 raise MissingDependencyError(

@@ -21,6 +21,7 @@ Shapes come from the prepared model's static shapes, constants from its folded o
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -97,3 +98,11 @@ def index_ranges(graph: onnx.GraphProto, inputs: Iterable[str], tensors: Mapping
         if best is not None:
             out[name] = best
     return out
+
+
+def logged(ranges: Mapping[str, IndexRange], where: object) -> Mapping[str, IndexRange]:
+    """``ranges``, each logged (``-v``) as the draw it makes of its input."""
+    for name, r in ranges.items():
+        logging.getLogger("pardnn.frontends.onnx").info("%s: input %r drawn in [0, %d): %s", where, name, r.high,
+                                                         r.why)
+    return ranges

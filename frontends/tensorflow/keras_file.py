@@ -85,7 +85,27 @@ def read_keras_file(path: str | Path, *, batch_size: int | None = None, name: st
     x_feeds = [f.name for f in tfm.feeds[:len(tf.nest.flatten(batch[0]))]]
     values = with_index_draws(tfm, dict(tfm.feed_values or {}), None, names=x_feeds)
     return _replace(tfm, source=str(p), extra_meta=meta, batch_size=batch_size if open_batch else None,
-                    feed_values=values)
+                    feed_values=values, feeds=_named_feeds(model, tfm.feeds, len(x_feeds)))
+
+
+def _named_feeds(model, feeds, n_x: int):
+    """``feeds`` (x's leaves, then y's, as the step was traced) with the names a Keras user gives them: the
+    model's input names, and for several outputs the output names (`Feed.arg`; ``run --inputs`` takes them)."""
+    import dataclasses
+
+    def leaves(which: str, names: list[str]) -> list[str]:
+        return [str(n) for n in tf.nest.flatten(_packed(model, which, names))] if names else []
+
+    x_names = leaves("input", [getattr(t, "name", "") or "" for t in list(getattr(model, "inputs", None) or [])])
+    outputs = list(getattr(model, "outputs", None) or [])
+    y_names = leaves("output", list(getattr(model, "output_names", None) or [])) if len(outputs) > 1 else []
+    names = (x_names if len(x_names) == n_x else [""] * n_x) + y_names
+    taken = {f.name.rsplit(":", 1)[0] for f in feeds}
+    out = []
+    for f, arg in zip(feeds, names + [""] * (len(feeds) - len(names))):
+        own = f.name.rsplit(":", 1)[0]
+        out.append(dataclasses.replace(f, arg=arg) if arg and arg != own and arg not in taken else f)
+    return tuple(out)
 
 
 def _replace(tfm: TFModel, **changes) -> TFModel:
@@ -223,8 +243,8 @@ def _dims(shape, what: str, batch_size: int | None, where: str) -> tuple[int, ..
 def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
     """One deterministic ``(x, y)`` batch that fits ``model``'s inputs and ``loss``'s labels.
 
-    Integer inputs are 0 or 1 here; once the step is traced, `read_keras_file` redraws those the step uses as
-    indices over all the values they may take (`pardnn.frontends.tensorflow.inputs`).
+    Integer inputs are 1 here (booleans random); once the step is traced, `read_keras_file` redraws those the
+    step uses as indices over all the values they may take (`pardnn.frontends.tensorflow.inputs`).
     """
     inputs = list(getattr(model, "inputs", None) or [])
     outputs = list(getattr(model, "outputs", None) or [])
@@ -241,8 +261,10 @@ def synthetic_batch(model, loss, batch_size: int | None, *, where: str):
         dtype = np.dtype(str(t.dtype))
         if np.issubdtype(dtype, np.floating):
             xs.append(rng.normal(size=shape).astype(dtype))
-        else:
+        elif dtype == np.bool_:
             xs.append(rng.integers(0, 2, size=shape).astype(dtype))
+        else:   # 1: a mask that keeps every position; `read_keras_file` redraws the ones used as indices
+            xs.append(np.ones(shape, dtype))
     names = [getattr(t, "name", str(i)) for i, t in enumerate(outputs)]
     output_names = list(getattr(model, "output_names", None) or names)
     ys = []

@@ -169,7 +169,8 @@ def with_index_draws(model: TFModel, values: dict[str, np.ndarray], batch_size: 
         old = np.asarray(values[f.name])
         draw = np.random.default_rng([7, position[f.name]]).integers(0, r.high, size=old.shape)
         values[f.name] = draw.astype(old.dtype)
-        log.info("%s: input %r drawn in [0, %d): %s", model.source or model.name, f.name, r.high, r.why)
+        shown = f"{f.arg!r} ({f.name})" if f.arg else repr(f.name)
+        log.info("%s: input %s drawn in [0, %d): %s", model.source or model.name, shown, r.high, r.why)
     return values
 
 

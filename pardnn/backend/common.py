@@ -97,13 +97,14 @@ def checked_inputs(given: Mapping[str, np.ndarray], specs: Sequence[tuple[str, A
     shown = {n: by_name.get(n, n) for n in names}        # an input as its user calls it
     listed = ", ".join(repr(shown[n]) for n in names)
     out: dict[str, np.ndarray] = {}
+    given_as: dict[str, str] = {}
     for key, value in given.items():
         name = key if key in names else alias.get(key)
         if name is None:
             raise InputError(f"{where}: array {key!r} is no input of the model (its inputs: {listed})")
         if name in out:
-            raise InputError(f"{where}: input {shown[name]!r} is given twice ({key!r} and another name)")
-        out[name] = np.asarray(value)
+            raise InputError(f"{where}: input {shown[name]!r} is given twice, as {given_as[name]!r} and {key!r}")
+        out[name], given_as[name] = np.asarray(value), key
     for name, dtype, shape in specs:
         if name not in out:
             raise InputError(f"{where}: no array for input {shown[name]!r} (its inputs: {listed})")

@@ -42,6 +42,7 @@ from ..errors import MissingDependencyError, PlacementError, RuntimeFailure, nam
 from ..frontends import FrontendOptions
 from ..frontends.onnx import graph_from_prepared, prepare
 from ..frontends.onnx.convert import node_reads
+from ..frontends.onnx.inputs import logged
 from ..frontends.onnx.model import PreparedModel
 from ..frontends.onnx.runtime import example_feeds, make_session, provider_label, providers_for
 from ..ir import OpGraph
@@ -389,7 +390,7 @@ def _run_placement(model, placement, *, cluster, options, steps, seed, rtol, ato
         feeds = checked_inputs(given, [(t, helper.tensor_dtype_to_np_dtype(e), s) for t, e, s in spec], source,
                                ranges=ranges)
     else:
-        feeds = example_feeds(spec, seed, ranges)
+        feeds = example_feeds(spec, seed, logged(ranges, model))
     g = graph_from_prepared(pm, opts)
     pl = placement if isinstance(placement, Placement) else load_placement(placement, g)
     where = str(placement if not isinstance(placement, Placement) else model)

@@ -466,11 +466,17 @@ class TFRunReport:
     timeline: tuple[tuple[tuple[str, int, int], ...], ...] = field(default=(), repr=False)
     """Per placement device: the traced step's ops of the graph there as ``(name, start, duration)`` in
     microseconds from the step's first op (`measured_timeline`); `to_dict`'s ``measured_timeline``."""
-    variables_updated: int = 0
+    variables_written: int = 0
     """Variables the step writes (an assign or an optimizer's apply op takes their handle)."""
     variables_unchanged: tuple[str, ...] = ()
     """Of those, the ones the single-device run left exactly as they started: their update was zero (a zero
-    gradient: every token masked, a branch the loss does not reach), so matching them checks nothing behind it."""
+    gradient: every token masked, a branch the loss does not reach), so matching them checks nothing behind it.
+    The model's weights come first, then optimizer slots (`weights_first`)."""
+
+    @property
+    def variables_updated(self) -> int:
+        """Of the written variables, how many the steps changed."""
+        return self.variables_written - len(self.variables_unchanged)
     trace: Mapping[str, Any] | None = field(default=None, repr=False)
     """With ``run_placed(..., trace=True)``: the predicted and the measured (traced step) timelines as one
     Chrome trace-event object (`pardnn.report.trace`); not part of `to_dict`."""
@@ -507,8 +513,8 @@ class TFRunReport:
             "transfers_only_simulated": self.transfers_only_simulated, "transfers_fused": self.transfers_fused,
             "outputs_match": self.outputs_match, "max_output_diff": self.max_output_diff,
             "variables_match": self.variables_match, "max_variable_diff": self.max_variable_diff,
-            "variables_compared": self.variables_compared, "variables_updated": self.variables_updated,
-            "variables_unchanged": list(self.variables_unchanged),
+            "variables_compared": self.variables_compared, "variables_written": self.variables_written,
+            "variables_updated": self.variables_updated, "variables_unchanged": list(self.variables_unchanged),
             "criterion": self.criterion, "rtol": self.rtol, "atol": self.atol, "noise_factor": self.noise_factor,
             "noise_reference": self.noise_reference, "max_output_ratio": _json_ratio(self.max_output_ratio),
             "max_variable_ratio": _json_ratio(self.max_variable_ratio), "mismatched": self.mismatched,
@@ -654,8 +660,8 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
     only_tf, only_sim, fused = reconcile_fused(only_tf, only_sim, outputs, traced_names(run.metadata.step_stats))
     counts = np.bincount(effective, minlength=placement.num_devices)
     written = written_variables(model.graph_def)
-    unchanged = tuple(v for v in written if v in ref.variables and v in values
-                      and np.array_equal(np.asarray(ref.variables[v]), np.asarray(values[v])))
+    unchanged = weights_first([v for v in written if v in ref.variables and v in values
+                               and np.array_equal(np.asarray(ref.variables[v]), np.asarray(values[v]))])
     failed = rc.outputs.failed() + rc.variables.failed()
     return TFRunReport(
         model=where, graph=g.name, mode=mode, devices=devices, session_target=session_target,
@@ -675,7 +681,7 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
         max_variable_ratio=rc.variables.max_ratio, noise_s=rc.noise_s, mismatched=len(failed),
         mismatches=tuple(c.to_dict() for c in sorted(failed, key=_badness, reverse=True)[:10]),
         memory=memory_summary(g, mode, allocators, sched.peak_bytes, run, ref),
-        variables_updated=len(written), variables_unchanged=unchanged,
+        variables_written=len(written), variables_unchanged=unchanged,
         busy_us=measured_busy_us(run.metadata.step_stats, devices, frozenset(g.names)),
         timeline=measured_timeline(run.metadata.step_stats, devices, frozenset(g.names)),
         trace=_trace(g, sched, devices, run, where) if trace else None)
@@ -683,6 +689,21 @@ def run_placed(imp: TFImport, placement: Placement, *, target: LocalTarget | Clu
 
 #: Op types that write the variable whose handle is their first input.
 _WRITES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter", "Apply", "SparseApply", "Scatter")
+
+
+def weights_first(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` in order: weights that have optimizer slots, other variables (a step counter, moving
+    statistics), then the slots. A slot's name holds its weight's (Keras 3: ``adam/dense_kernel_momentum``
+    for ``dense/kernel``; TF1: ``dense/kernel/Adam``).
+
+    >>> weights_first(["adam/dense_kernel_momentum", "dense/kernel", "adam/iteration"])
+    ('dense/kernel', 'adam/iteration', 'adam/dense_kernel_momentum')
+    """
+    def is_slot(n: str) -> bool:
+        return any(o != n and (o in n or o.replace("/", "_") in n) for o in names)
+    weights = [n for n in names if not is_slot(n)]
+    ordered = sorted(weights, key=lambda n: (not any(n in o or n.replace("/", "_") in o for o in names if o != n), n))
+    return tuple(ordered) + tuple(sorted(n for n in names if is_slot(n)))
 
 
 def written_variables(graph_def) -> tuple[str, ...]:

@@ -114,7 +114,7 @@ def _tf_table(r) -> str:
 
 def _updated_line(r) -> list[str]:
     """How many of the variables the step writes it changed; the ones it left as they started are named."""
-    n, same = r.variables_updated, r.variables_unchanged
+    n, same = r.variables_written, r.variables_unchanged
     if not n:
         return []
     line = f"variables updated    {n - len(same)} of {n} changed by the steps"

@@ -92,11 +92,13 @@ def test_a_run_names_the_updated_variables_its_steps_left_unchanged(masked_lstm)
     # the LSTM's output is its zero initial state, so the head's kernel gets no gradient either: its bias does
     assert set(r.variables_unchanged) == {"embed/embeddings", "head/kernel", "lstm/lstm_cell/bias",
                                           "lstm/lstm_cell/kernel", "lstm/lstm_cell/recurrent_kernel"}
-    assert r.variables_updated > len(r.variables_unchanged)
-    assert r.to_dict()["variables_unchanged"] == list(r.variables_unchanged)
+    assert r.variables_written > len(r.variables_unchanged)
+    d = r.to_dict()
+    assert d["variables_unchanged"] == list(r.variables_unchanged)
+    assert d["variables_written"] == r.variables_written and d["variables_updated"] == r.variables_written - 5
     line = _updated_line(r)[0]
-    assert line.startswith(f"variables updated    {r.variables_updated - 5} of {r.variables_updated} changed")
-    assert "5 came out as they started" in line and "'embed/embeddings'" in line
+    assert line.startswith(f"variables updated    {r.variables_written - 5} of {r.variables_written} changed")
+    assert "5 came out as they started" in line and "'embed/embeddings'" in line   # a weight, not a slot
 
 
 def test_the_same_model_fed_real_tokens_changes_every_variable():
@@ -107,7 +109,7 @@ def test_the_same_model_fed_real_tokens_changes_every_variable():
     g = imp.graph
     r = tf_run.run_placed(imp, Placement(g.unit % 2, ("/device:GPU:0", "/device:GPU:1"), g.name), steps=1,
                           noise="off")
-    assert r.ok and r.variables_updated > 0 and r.variables_unchanged == ()
+    assert r.ok and r.variables_updated == r.variables_written > 0 and r.variables_unchanged == ()
 
 
 def test_cli_run_feeds_a_given_batch_file_and_checks_it(tmp_path):
@@ -145,6 +147,7 @@ def test_cli_run_feeds_a_given_batch_file_and_checks_it(tmp_path):
     given = run("--inputs", zeros)
     assert given.exit_code == 0, given.output
     assert f"of {n} changed by the steps; " in given.output and "came out as they started" in given.output
+    assert "(a zero update, e.g. 'adam/" not in given.output         # a weight is named, not an Adam slot
     bad = tmp_path / "bad.npz"
     for arrays, message in [({"x": np.zeros((4, 6), "int32")}, f"{bad}: no array for input 'y' (its inputs: 'x', 'y')"),
                             ({"x": np.zeros((4, 7), "int32"), "y": np.zeros(4, "int32")},
@@ -159,3 +162,28 @@ def test_cli_run_feeds_a_given_batch_file_and_checks_it(tmp_path):
         assert r.exit_code == EXIT_INPUT and len(errors) == 1 and message in errors[0], r.output
     r = run("--inputs", tmp_path / "missing.npz")
     assert r.exit_code == EXIT_INPUT and "missing.npz: no such file" in r.output
+
+
+def test_a_keras_files_inputs_go_by_their_keras_names_and_a_mask_keeps_every_token(tmp_path):
+    from pardnn.backend.common import checked_inputs
+    from pardnn.frontends.tensorflow.keras_file import read_keras_file
+
+    keras.utils.set_random_seed(0)
+    ids = keras.Input((6,), dtype="int32", name="ids")
+    mask = keras.Input((6,), dtype="int32", name="mask")
+    x = keras.layers.Embedding(40, 8, name="embed")(ids)
+    x = x * keras.ops.expand_dims(keras.ops.cast(mask, "float32"), -1)
+    model = keras.Model({"ids": ids, "mask": mask}, keras.layers.Dense(3, name="head")(keras.layers.Flatten()(x)))
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    path = tmp_path / "text.keras"
+    model.save(path)
+    m = read_keras_file(path, batch_size=4)
+    by_arg = {f.arg: f.name for f in m.feeds if f.arg}
+    assert set(by_arg) == {"ids", "mask"}
+    assert m.feed_values[by_arg["mask"]].tolist() == [[1] * 6] * 4         # every token kept, not 0 or 1 at random
+    drawn = m.feed_values[by_arg["ids"]]
+    assert drawn.max() < 40 and len(np.unique(drawn)) > 5
+    given = {"ids": np.zeros((4, 6), "int32"), "mask": np.ones((4, 6), "int32"), "y": np.zeros(4, "int32")}
+    batch = checked_inputs(given, tf_run.feed_specs(m, 4), "b.npz", tf_run.feed_aliases(m))
+    assert set(batch) == {f.name for f in m.feeds}
+    assert np.array_equal(batch[by_arg["mask"]], given["mask"])

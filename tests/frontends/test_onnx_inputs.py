@@ -86,3 +86,14 @@ def test_cli_run_feeds_a_given_batch_and_refuses_token_ids_past_the_vocabulary(t
     errors = [ln for ln in r.output.splitlines() if ln.startswith("pardnn: error:")]
     assert r.exit_code == EXIT_INPUT and len(errors) == 1, r.output
     assert f"{ids}: input 'input_ids' holds 100, but its values index 100 (" in errors[0]
+
+
+def test_a_run_logs_each_draw(tmp_path, caplog):
+    import logging
+
+    from pardnn.frontends.onnx.inputs import logged
+
+    pm = prepare(save(zoo.gpt(vocab=100, layers=1), tmp_path / "gpt.onnx"), dims={"batch": 2, "seq": 16})
+    with caplog.at_level(logging.INFO, logger="pardnn.frontends.onnx"):
+        assert logged(pm.index_ranges(), "gpt.onnx") == pm.index_ranges()
+    assert "gpt.onnx: input 'input_ids' drawn in [0, 100): " in caplog.text
