@@ -15,7 +15,7 @@ indices, and takes the smallest of their limits:
   scores' class axis (axis 1);
 * ``OneHot`` indices: its depth.
 
-An input none of these reach has no known range (the caller keeps zeros).
+An input none of these reach has no known range (the caller feeds it 1).
 Shapes come from the prepared model's static shapes, constants from its folded ones.
 """
 
@@ -84,6 +84,7 @@ def index_ranges(graph: onnx.GraphProto, inputs: Iterable[str], tensors: Mapping
         for i, x in enumerate(node.input):
             if x:
                 consumers.setdefault(x, []).append((node, i))
+
     def moved(node, i):
         passes = _PASS.get(node.op_type, ())
         return [y for y in node.output if y] if passes is None or i in passes else []

@@ -15,7 +15,7 @@ smallest of their limits:
   logits' last dimension (the classes);
 * ``OneHot`` indices: its depth; ``UnsortedSegment*`` segment ids: the segment count.
 
-A feed none of these reach has no known range (the caller keeps zeros).
+A feed none of these reach has no known range (the caller feeds it 1).
 Shapes and constants are TensorFlow's static ones after import.
 """
 

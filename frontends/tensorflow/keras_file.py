@@ -11,7 +11,7 @@ optimizer, which is all `keras_train_step` needs besides one batch:
 * **the batch** is made here, deterministically (one seeded generator): a
   floating-point input is drawn from a normal distribution, an integer
   input (token ids) uniformly over the values the step takes (an
-  embedding's rows: `pardnn.frontends.tensorflow.inputs`; {0, 1} where the
+  embedding's rows: `pardnn.frontends.tensorflow.inputs`; 1 where the
   step sets no limit), a string input from {"0", "1"}; a label has the output's shape and dtype,
   drawn in [0, 1), except for sparse categorical losses, whose labels are
   class indices (the output's shape less its last axis, int32) in

@@ -135,9 +135,10 @@ def feed_values(model: TFModel, batch_size: int | None) -> dict[str, np.ndarray]
             raise InputError(f"{model.source}: input {f.name!r} is a {dtype.name} tensor; a profiled run "
                              "cannot make up its value (import without --profile)")
         shapes[f.name] = _concrete(f.shape, batch_size, f"{model.source}: input {f.name!r}")
-        out[f.name] = _draw(rng, dtype, shapes[f.name])
         if dtype.is_integer:        # a mask that keeps every position, a count or scale that changes nothing
-            out[f.name] = np.ones_like(out[f.name])
+            out[f.name] = np.ones(shapes[f.name], dtype=dtype.as_numpy_dtype)
+        else:
+            out[f.name] = _draw(rng, dtype, shapes[f.name])
     return with_index_draws(model, out, batch_size, names=shapes)
 
 

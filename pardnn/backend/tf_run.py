@@ -699,11 +699,12 @@ def weights_first(names: Sequence[str]) -> tuple[str, ...]:
     >>> weights_first(["adam/dense_kernel_momentum", "dense/kernel", "adam/iteration"])
     ('dense/kernel', 'adam/iteration', 'adam/dense_kernel_momentum')
     """
-    def is_slot(n: str) -> bool:
-        return any(o != n and (o in n or o.replace("/", "_") in n) for o in names)
-    weights = [n for n in names if not is_slot(n)]
-    ordered = sorted(weights, key=lambda n: (not any(n in o or n.replace("/", "_") in o for o in names if o != n), n))
-    return tuple(ordered) + tuple(sorted(n for n in names if is_slot(n)))
+    def holds(slot: str, weight: str) -> bool:
+        return slot != weight and (weight in slot or weight.replace("/", "_") in slot)
+
+    slots = {n for n in names if any(holds(n, o) for o in names)}
+    weights = sorted((n for n in names if n not in slots), key=lambda n: (not any(holds(s, n) for s in slots), n))
+    return tuple(weights) + tuple(sorted(slots))
 
 
 def written_variables(graph_def) -> tuple[str, ...]:
